@@ -1,0 +1,128 @@
+"""Test server written with the real Python MCP SDK (`mcp` 2.3.0, `MCPServer`).
+
+Run with the peers venv:  .peers/venv/bin/python tests/servers/py_mcp_server.py
+    --transport stdio            (default) newline-delimited JSON-RPC on stdin/stdout
+    --transport http --port N    Streamable HTTP at http://127.0.0.1:N/mcp (binds 127.0.0.1;
+                                 --host to change); --port 0 is refused (the SDK would not
+                                 tell which port it took), pick a free port first.
+    --stateless                  (http) stateless_http=True, no sessions
+    --json-response              (http) answer POSTs with application/json, not SSE
+    --log-level LEVEL            SDK/uvicorn log level (default WARNING; logs go to stderr)
+
+Speaks both eras as the SDK does: `initialize` (legacy, sessionful on HTTP) and
+`server/discover` (2026-07-28), on the same endpoint.
+
+Tools:
+  echo(message: str) -> str           returns message unchanged
+  add(a: int, b: int) -> int          returns a + b
+  probe_client(channel="request")     while handling the call, sends the client a `ping`
+                                      request and then a `roots/list` request (server->client,
+                                      legacy era) and returns one text line for each:
+                                        "ping: result {}"
+                                        "roots/list: error -32601 Method not found"
+                                      i.e. "<method>: result <json>" or
+                                      "<method>: error <code> <message>", or
+                                      "<method>: timeout" / "<method>: exception <type>: <text>".
+                                      channel="request" (default) sends them on the tool call's
+                                      own response stream (related request); "standalone" on the
+                                      connection's standalone channel (HTTP: the GET stream).
+Resource:  memo://hello   text/plain "Hello from py_mcp_server"
+Prompt:    greet(name: str) -> one user message "Hello, <name>!"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+import anyio
+from mcp import types
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+
+PROBE_TIMEOUT_S = 5.0
+
+mcp = MCPServer("py-mcp-server", version="1.0.0", instructions="albedo-mcp test server (mcp 2.3.0)")
+
+
+@mcp.tool()
+def echo(message: str) -> str:
+    """Echo the message back unchanged."""
+    return message
+
+
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def _probe(ctx: Context, method: str, request: types.ServerRequest, result_type, related) -> str:
+    meta = ServerMessageMetadata(related_request_id=related) if related is not None else None
+    try:
+        with anyio.fail_after(PROBE_TIMEOUT_S + 1):
+            result = await ctx.session.send_request(
+                request, result_type, request_read_timeout_seconds=PROBE_TIMEOUT_S, metadata=meta
+            )
+    except MCPError as e:
+        return f"{method}: error {e.code} {e.message}"
+    except TimeoutError:
+        return f"{method}: timeout"
+    except Exception as e:  # noqa: BLE001 - report anything the SDK raised
+        return f"{method}: exception {type(e).__name__}: {e}"
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return f"{method}: result {json.dumps(dumped, sort_keys=True, separators=(',', ':'))}"
+
+
+@mcp.tool()
+async def probe_client(ctx: Context, channel: str = "request") -> str:
+    """Send the client a ping and a roots/list request; describe what came back for each."""
+    related = ctx.request_id if channel != "standalone" else None
+    lines = [
+        await _probe(ctx, "ping", types.PingRequest(), types.EmptyResult, related),
+        await _probe(ctx, "roots/list", types.ListRootsRequest(), types.ListRootsResult, related),
+    ]
+    return "\n".join(lines)
+
+
+@mcp.resource("memo://hello", name="hello", mime_type="text/plain", description="A short memo")
+def memo_hello() -> str:
+    return "Hello from py_mcp_server"
+
+
+@mcp.prompt()
+def greet(name: str) -> str:
+    """Greet someone by name."""
+    return f"Hello, {name}!"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--stateless", action="store_true")
+    ap.add_argument("--json-response", action="store_true")
+    ap.add_argument("--log-level", default="WARNING")
+    args = ap.parse_args()
+    mcp.settings.log_level = args.log_level.upper()
+    logging.getLogger().setLevel(args.log_level.upper())
+    if args.transport == "stdio":
+        mcp.run("stdio")
+        return
+    if args.port <= 0:
+        sys.exit("py_mcp_server: --transport http needs --port N (N > 0)")
+    mcp.run(
+        "streamable-http",
+        host=args.host,
+        port=args.port,
+        stateless_http=args.stateless,
+        json_response=args.json_response,
+    )
+
+
+if __name__ == "__main__":
+    main()
