@@ -3,8 +3,9 @@
 Run with the peers venv:  .peers/venv/bin/python tests/servers/py_mcp_server.py
     --transport stdio            (default) newline-delimited JSON-RPC on stdin/stdout
     --transport http --port N    Streamable HTTP at http://127.0.0.1:N/mcp (binds 127.0.0.1;
-                                 --host to change); --port 0 is refused (the SDK would not
-                                 tell which port it took), pick a free port first.
+                                 --host to change). --port 0 takes a free port.
+    --port-file FILE             (http) write the bound port (decimal, newline) to FILE once the
+                                 socket listens; connections made after that are served.
     --stateless                  (http) stateless_http=True, no sessions
     --json-response              (http) answer POSTs with application/json, not SSE
     --log-level LEVEL            SDK/uvicorn log level (default WARNING; logs go to stderr)
@@ -35,6 +36,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import socket
 import sys
 
 import anyio
@@ -104,6 +107,7 @@ def main() -> None:
     ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port-file")
     ap.add_argument("--stateless", action="store_true")
     ap.add_argument("--json-response", action="store_true")
     ap.add_argument("--log-level", default="WARNING")
@@ -113,15 +117,25 @@ def main() -> None:
     if args.transport == "stdio":
         mcp.run("stdio")
         return
-    if args.port <= 0:
-        sys.exit("py_mcp_server: --transport http needs --port N (N > 0)")
-    mcp.run(
-        "streamable-http",
-        host=args.host,
-        port=args.port,
-        stateless_http=args.stateless,
-        json_response=args.json_response,
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    print(f"py_mcp_server: listening on http://{args.host}:{port}/mcp", file=sys.stderr, flush=True)
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{port}\n")
+        os.replace(tmp, args.port_file)
+    import uvicorn
+
+    app = mcp.streamable_http_app(
+        stateless_http=args.stateless, json_response=args.json_response, host=args.host
     )
+    config = uvicorn.Config(app, log_level=args.log_level.lower())
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 
 if __name__ == "__main__":
