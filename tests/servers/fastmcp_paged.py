@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Test server written with FastMCP 4.2.3: 25 tools, lists paginated 5 per page.
 
 Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_paged.py

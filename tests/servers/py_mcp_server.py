@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Test server written with the real Python MCP SDK (`mcp` 2.3.0, `MCPServer`).
 
 Run with the peers venv:  .peers/venv/bin/python tests/servers/py_mcp_server.py
