@@ -1,0 +1,306 @@
+//! Finding a server's era and opening the connection, by the 2026-07-28 backward
+//! compatibility rules: `server/discover` first, as 2026-07-28; a `DiscoverResult` naming
+//! 2026-07-28 or a `-32022` whose `supported` names it makes the server modern; anything else
+//! means an older server, which gets `initialize`. Over stdio a server may ignore the probe,
+//! so `initialize` follows after one second of silence and whichever answer comes first, as
+//! its era expects, decides.
+
+use super::{McpClient, RpcError, CLIENT_NAME, CLIENT_VERSION};
+use crate::protocol::era::{self, classify_named, Named, ProtocolVersion};
+use crate::protocol::jsonrpc::{self, ErrorObject};
+use crate::transport::{TransportError, TransportKind};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What the server told us about itself when the connection opened.
+#[derive(Debug, Clone)]
+pub struct ServerHello {
+    pub protocol: ProtocolVersion,
+    pub capabilities: Value,
+    pub server_info: Option<Value>,
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("{0}")]
+    Rpc(#[from] RpcError),
+    #[error("the server needs the user to sign in (HTTP {status})")]
+    NeedsAuth {
+        status: u16,
+        www_authenticate: Option<String>,
+    },
+    #[error("the server answered initialize with protocol version {0:?}, which albedo does not speak (it accepts {accepted})", accepted = era::LEGACY_ACCEPTED.join(", "))]
+    UnsupportedVersion(String),
+    #[error("the server speaks none of albedo's protocol versions; it offered: {}", if .0.is_empty() { "nothing".to_owned() } else { .0.join(", ") })]
+    NoCommonVersion(Vec<String>),
+    #[error("the server refused the modern request: {0}")]
+    ModernRefusal(ErrorObject),
+    #[error("no answer to the handshake within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    #[error("invalid handshake answer: {0}")]
+    Invalid(String),
+}
+
+/// How long a stdio server gets to answer `server/discover` before `initialize` follows.
+pub const STDIO_PROBE_GRACE: Duration = Duration::from_secs(1);
+
+enum Verdict {
+    Modern(ServerHello),
+    /// Modern by its error; ask again to learn its capabilities.
+    ModernRetry,
+    Legacy,
+}
+
+fn classify_discover(r: Result<Value, RpcError>) -> Result<Verdict, HandshakeError> {
+    match r {
+        Ok(result) => {
+            let versions: Option<Vec<String>> = result
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
+            match versions {
+                // An empty `{}` (a mock that answers every method) is no discovery.
+                None => Ok(Verdict::Legacy),
+                Some(vs) => match classify_named(&vs) {
+                    Named::Modern => Ok(Verdict::Modern(hello_from_discover(&result))),
+                    Named::LegacyOnly => Ok(Verdict::Legacy),
+                    Named::Nothing(vs) => Err(HandshakeError::NoCommonVersion(vs)),
+                },
+            }
+        }
+        Err(RpcError::Server(e)) if e.code == jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => {
+            match classify_named(&e.supported_versions()) {
+                Named::Modern => Ok(Verdict::ModernRetry),
+                Named::LegacyOnly => Ok(Verdict::Legacy),
+                Named::Nothing(vs) => Err(HandshakeError::NoCommonVersion(vs)),
+            }
+        }
+        Err(RpcError::Server(e)) if e.is_modern() => Err(HandshakeError::ModernRefusal(e)),
+        Err(RpcError::Server(_)) => Ok(Verdict::Legacy),
+        Err(RpcError::NotSent(TransportError::Status {
+            status,
+            www_authenticate,
+            ..
+        })) if status == 401 || status == 403 => Err(HandshakeError::NeedsAuth {
+            status,
+            www_authenticate,
+        }),
+        // Any other non-2xx status without a modern error in its body.
+        Err(RpcError::NotSent(TransportError::Status { .. })) => Ok(Verdict::Legacy),
+        Err(e) => Err(HandshakeError::Rpc(e)),
+    }
+}
+
+fn hello_from_discover(result: &Value) -> ServerHello {
+    ServerHello {
+        protocol: ProtocolVersion::modern(),
+        capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
+        server_info: result
+            .get("_meta")
+            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+            .or_else(|| result.get("serverInfo"))
+            .cloned(),
+        instructions: result
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    }
+}
+
+fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": era::LEGACY_LATEST,
+        "capabilities": {},
+        "clientInfo": {"name": CLIENT_NAME, "version": CLIENT_VERSION},
+    })
+}
+
+fn hello_from_initialize(result: &Value) -> Result<ServerHello, HandshakeError> {
+    let v = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| HandshakeError::Invalid("initialize result has no protocolVersion".into()))?;
+    if !era::legacy_accepted(v) {
+        return Err(HandshakeError::UnsupportedVersion(v.to_owned()));
+    }
+    Ok(ServerHello {
+        protocol: ProtocolVersion::legacy(v),
+        capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
+        server_info: result.get("serverInfo").cloned(),
+        instructions: result
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+/// Find the era and open the connection. On success the client's era is set and, for an
+/// older server, `notifications/initialized` has been accepted.
+pub async fn handshake(client: &McpClient, timeout: Duration) -> Result<ServerHello, HandshakeError> {
+    let deadline = Instant::now() + timeout;
+    let modern = ProtocolVersion::modern();
+    let stdio = client.transport_kind() == Some(TransportKind::Stdio);
+    let (did, mut drx) = client.start_request_as("server/discover", None, Some(&modern))?;
+
+    let verdict = if stdio {
+        tokio::select! {
+            r = &mut drx => Some(classify_discover(flatten(r))),
+            _ = tokio::time::sleep(STDIO_PROBE_GRACE.min(remaining(deadline))) => None,
+        }
+    } else {
+        match tokio::time::timeout(remaining(deadline), &mut drx).await {
+            Ok(r) => Some(classify_discover(flatten(r))),
+            Err(_) => {
+                client.cancel(&did, "timed out");
+                return Err(HandshakeError::Timeout(timeout));
+            }
+        }
+    };
+
+    let hello = match verdict {
+        Some(v) => match v? {
+            Verdict::Modern(h) => h,
+            Verdict::ModernRetry => modern_retry(client, deadline, timeout).await?,
+            Verdict::Legacy => legacy(client, deadline, timeout).await?,
+        },
+        None => {
+            // The probe stays open; initialize joins it. First answer as its era expects wins.
+            let (iid, mut irx) = client.start_request_as("initialize", Some(initialize_params()), None)?;
+            let mut disc_open = true;
+            let sleep = tokio::time::sleep(remaining(deadline));
+            tokio::pin!(sleep);
+            let mut init_error: Option<HandshakeError> = None;
+            loop {
+                tokio::select! {
+                    r = &mut drx, if disc_open => {
+                        disc_open = false;
+                        match classify_discover(flatten(r)) {
+                            Ok(Verdict::Modern(h)) => {
+                                client.cancel(&iid, "the server speaks 2026-07-28");
+                                break h;
+                            }
+                            Ok(Verdict::ModernRetry) => {
+                                client.cancel(&iid, "the server speaks 2026-07-28");
+                                break modern_retry(client, deadline, timeout).await?;
+                            }
+                            Ok(Verdict::Legacy) | Err(_) => {
+                                if let Some(e) = init_error.take() { return Err(e); }
+                            }
+                        }
+                    }
+                    r = &mut irx => {
+                        match flatten(r).map_err(HandshakeError::from).and_then(|v| hello_from_initialize(&v)) {
+                            Ok(h) => {
+                                client.cancel(&did, "the server speaks an older revision");
+                                break finish_legacy(client, h, deadline).await?;
+                            }
+                            Err(e) => {
+                                if disc_open { init_error = Some(e); irx = never(); } else { return Err(e); }
+                            }
+                        }
+                    }
+                    _ = &mut sleep => {
+                        client.cancel(&did, "timed out");
+                        client.cancel(&iid, "timed out");
+                        return Err(HandshakeError::Timeout(timeout));
+                    }
+                }
+            }
+        }
+    };
+    Ok(hello)
+}
+
+fn never() -> tokio::sync::oneshot::Receiver<Result<Value, RpcError>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::mem::forget(tx);
+    rx
+}
+
+fn flatten(
+    r: Result<Result<Value, RpcError>, tokio::sync::oneshot::error::RecvError>,
+) -> Result<Value, RpcError> {
+    match r {
+        Ok(x) => x,
+        Err(_) => Err(RpcError::Lost(TransportError::Closed(
+            "the connection closed during the handshake".into(),
+        ))),
+    }
+}
+
+async fn modern_retry(
+    client: &McpClient,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<ServerHello, HandshakeError> {
+    let modern = ProtocolVersion::modern();
+    let (id, rx) = client.start_request_as("server/discover", None, Some(&modern))?;
+    let r = client.finish_request(id, rx, remaining(deadline)).await;
+    match r {
+        Ok(v) => match classify_discover(Ok(v))? {
+            Verdict::Modern(h) => {
+                client.set_protocol(h.protocol.clone());
+                Ok(h)
+            }
+            _ => Err(HandshakeError::Invalid(
+                "the server named 2026-07-28 but its discovery does not".into(),
+            )),
+        },
+        Err(RpcError::Timeout(_)) => Err(HandshakeError::Timeout(timeout)),
+        Err(e) => Err(e.into()),
+    }
+    .inspect(|h| client.set_protocol(h.protocol.clone()))
+}
+
+async fn legacy(
+    client: &McpClient,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<ServerHello, HandshakeError> {
+    let (id, rx) = client.start_request_as("initialize", Some(initialize_params()), None)?;
+    let v = match client.finish_request(id, rx, remaining(deadline)).await {
+        Ok(v) => v,
+        Err(RpcError::Timeout(_)) => return Err(HandshakeError::Timeout(timeout)),
+        Err(RpcError::NotSent(TransportError::Status {
+            status,
+            www_authenticate,
+            ..
+        })) if status == 401 || status == 403 => {
+            return Err(HandshakeError::NeedsAuth {
+                status,
+                www_authenticate,
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let h = hello_from_initialize(&v)?;
+    finish_legacy(client, h, deadline).await
+}
+
+async fn finish_legacy(
+    client: &McpClient,
+    hello: ServerHello,
+    deadline: Instant,
+) -> Result<ServerHello, HandshakeError> {
+    client.set_protocol(hello.protocol.clone());
+    client
+        .notify(
+            "notifications/initialized",
+            None,
+            remaining(deadline).max(Duration::from_millis(100)),
+        )
+        .await
+        .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?;
+    Ok(hello)
+}
+
+/// A handshake for a modern server already known (for tests and the conformance client).
+pub fn assume_modern(client: &McpClient) {
+    client.set_protocol(ProtocolVersion::modern());
+}

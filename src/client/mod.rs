@@ -1,0 +1,472 @@
+//! The MCP client core for one server, shared by every transport, by the daemon's Connection
+//! actor and by the conformance client: it numbers requests, matches responses, answers the
+//! server's own requests, times requests out and cancels them, and decorates requests for the
+//! negotiated era. `handshake` finds the era and opens the connection; `discovery` lists the
+//! catalogue.
+//!
+//! Owns: the pending-request table and the era of one connection. Must not touch: actors, the
+//! HTTP API, storage; it drives a transport only through [`crate::transport::Transport`].
+
+pub mod discovery;
+pub mod handshake;
+
+use crate::protocol::era::{Era, ProtocolVersion};
+use crate::protocol::headers::{self, ParamHeader};
+use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
+use crate::transport::{
+    Inbound, InboundSink, OutKind, Outbound, SharedTransport, TransportError, TransportKind,
+};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+pub const CLIENT_NAME: &str = "albedo-mcp";
+pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Why a request has no result.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RpcError {
+    /// The request never left: the server did not see it.
+    #[error("the request was not sent: {0}")]
+    NotSent(TransportError),
+    /// The request was sent and the transport lost it: its outcome is unknown.
+    #[error("{0}")]
+    Lost(TransportError),
+    /// No answer in time; the request was cancelled. Its outcome is unknown.
+    #[error("no answer within {} ms; the request was cancelled", .0.as_millis())]
+    Timeout(Duration),
+    /// The server answered with a JSON-RPC error.
+    #[error("the server answered with an error: {0}")]
+    Server(ErrorObject),
+    /// The server's answer breaks the protocol.
+    #[error("the server's answer is not valid: {0}")]
+    Invalid(String),
+}
+
+impl RpcError {
+    /// Whether the server may have acted on the request.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, RpcError::Lost(_) | RpcError::Timeout(_))
+    }
+}
+
+/// Something the connection must hear about outside any request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// `tools`, `resources` or `prompts` changed.
+    ListChanged(&'static str),
+    /// The transport is gone.
+    Closed(String),
+}
+
+/// Counters of what the server sent that could not be used.
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    pub unknown_responses: AtomicU64,
+    pub server_requests: AtomicU64,
+}
+
+type Pending = HashMap<RequestId, oneshot::Sender<Result<Value, RpcError>>>;
+
+struct Inner {
+    transport: OnceLock<SharedTransport>,
+    next_id: AtomicI64,
+    pending: Mutex<Pending>,
+    closed: Mutex<Option<String>>,
+    is_closed: AtomicBool,
+    era: OnceLock<ProtocolVersion>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    stats: ClientStats,
+}
+
+/// A cheap handle on one connection to one server; clones share it.
+#[derive(Clone)]
+pub struct McpClient {
+    inner: Arc<Inner>,
+}
+
+struct Sink(Weak<Inner>);
+
+impl InboundSink for Sink {
+    fn deliver(&self, ev: Inbound) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.on_inbound(ev);
+        }
+    }
+}
+
+impl McpClient {
+    /// A client without a transport yet, and the sink to give the transport.
+    pub fn new() -> (McpClient, Arc<dyn InboundSink>, mpsc::UnboundedReceiver<ClientEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner {
+            transport: OnceLock::new(),
+            next_id: AtomicI64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            closed: Mutex::new(None),
+            is_closed: AtomicBool::new(false),
+            era: OnceLock::new(),
+            events: tx,
+            stats: ClientStats::default(),
+        });
+        let sink: Arc<dyn InboundSink> = Arc::new(Sink(Arc::downgrade(&inner)));
+        (McpClient { inner }, sink, rx)
+    }
+
+    pub fn attach(&self, transport: SharedTransport) {
+        let _ = self.inner.transport.set(transport);
+    }
+
+    fn transport(&self) -> Result<&SharedTransport, TransportError> {
+        self.inner
+            .transport
+            .get()
+            .ok_or_else(|| TransportError::Closed("no transport".into()))
+    }
+
+    pub fn transport_kind(&self) -> Option<TransportKind> {
+        self.inner.transport.get().map(|t| t.kind())
+    }
+
+    pub fn protocol(&self) -> Option<&ProtocolVersion> {
+        self.inner.era.get()
+    }
+
+    pub(crate) fn set_protocol(&self, pv: ProtocolVersion) {
+        if let Some(t) = self.inner.transport.get() {
+            t.negotiated(&pv);
+        }
+        let _ = self.inner.era.set(pv);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed.load(Ordering::Acquire)
+    }
+
+    pub fn closed_reason(&self) -> Option<String> {
+        self.inner.closed.lock().ok().and_then(|g| g.clone())
+    }
+
+    pub fn stats(&self) -> &ClientStats {
+        &self.inner.stats
+    }
+
+    /// Close the transport (stdio: EOF, SIGTERM, SIGKILL; HTTP: DELETE the session).
+    pub fn close(&self) {
+        if let Some(t) = self.inner.transport.get() {
+            t.close();
+        }
+        self.inner
+            .fail_all("the connection was closed".to_owned());
+    }
+
+    /// Send a request and wait for its result.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        self.request_with(method, params, timeout, &[]).await
+    }
+
+    /// Send a request, mirroring arguments into `Mcp-Param-*` headers as `param_headers` say.
+    pub async fn request_with(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        param_headers: &[ParamHeader],
+    ) -> Result<Value, RpcError> {
+        let (id, rx) = self.start_request(method, params, param_headers, None)?;
+        self.finish_request(id, rx, timeout).await
+    }
+
+    /// Send a request as a given protocol version, before the era is settled (discovery).
+    pub(crate) fn start_request_as(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        as_version: Option<&ProtocolVersion>,
+    ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+        self.start_request(method, params, &[], as_version)
+    }
+
+    fn start_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        param_headers: &[ParamHeader],
+        as_version: Option<&ProtocolVersion>,
+    ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+        let transport = self.transport().map_err(RpcError::NotSent)?;
+        if let Some(reason) = self.closed_reason() {
+            return Err(RpcError::NotSent(TransportError::Closed(reason)));
+        }
+        let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let pv = as_version.or(self.inner.era.get());
+        let modern = pv.map(|p| p.era == Era::Modern).unwrap_or(false);
+        let params = if modern {
+            Some(with_meta(params, pv.map(|p| p.version.as_str()).unwrap_or("")))
+        } else {
+            params
+        };
+        let mut hdrs = Vec::new();
+        if modern && transport.kind() == TransportKind::Http {
+            if let Some(p) = pv {
+                hdrs.push(("MCP-Protocol-Version".to_owned(), p.version.clone()));
+            }
+            hdrs.push(("Mcp-Method".to_owned(), method.to_owned()));
+            let name = match method {
+                "tools/call" | "prompts/get" => params
+                    .as_ref()
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str),
+                "resources/read" => params
+                    .as_ref()
+                    .and_then(|p| p.get("uri"))
+                    .and_then(Value::as_str),
+                _ => None,
+            };
+            if let Some(n) = name {
+                hdrs.push(("Mcp-Name".to_owned(), headers::encode_value(n)));
+            }
+            if let Some(args) = params.as_ref().and_then(|p| p.get("arguments")) {
+                for h in param_headers {
+                    if let Some(v) = headers::extract(args, &h.path).and_then(headers::param_value)
+                    {
+                        hdrs.push((format!("Mcp-Param-{}", h.name), v));
+                    }
+                }
+            }
+        }
+        let body = jsonrpc::request_bytes(&id, method, params.as_ref());
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut p) = self.inner.pending.lock() {
+            p.insert(id.clone(), tx);
+        }
+        let out = Outbound {
+            kind: OutKind::Request {
+                id: id.clone(),
+                method: method.to_owned(),
+            },
+            body,
+            headers: hdrs,
+            ack: None,
+        };
+        if let Err(e) = transport.send(out) {
+            self.inner.take_pending(&id);
+            return Err(RpcError::NotSent(e));
+        }
+        Ok((id, rx))
+    }
+
+    pub(crate) async fn finish_request(
+        &self,
+        id: RequestId,
+        rx: oneshot::Receiver<Result<Value, RpcError>>,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(RpcError::Lost(TransportError::Closed(
+                self.closed_reason()
+                    .unwrap_or_else(|| "the connection was closed".into()),
+            ))),
+            Err(_) => {
+                self.cancel(&id, "timed out");
+                Err(RpcError::Timeout(timeout))
+            }
+        }
+    }
+
+    /// Stop waiting for a request and tell the server: a modern server over HTTP by closing
+    /// the request's stream, everyone else with `notifications/cancelled`.
+    pub fn cancel(&self, id: &RequestId, reason: &str) {
+        self.inner.take_pending(id);
+        let Ok(t) = self.transport() else { return };
+        t.abort(id);
+        let modern = self
+            .inner
+            .era
+            .get()
+            .map(|p| p.era == Era::Modern)
+            .unwrap_or(false);
+        if !(modern && t.kind() == TransportKind::Http) {
+            let params = json!({"requestId": id, "reason": reason});
+            let _ = self.notify_nowait("notifications/cancelled", Some(params));
+        }
+    }
+
+    /// Send a notification without waiting for the transport to confirm it.
+    pub fn notify_nowait(&self, method: &str, params: Option<Value>) -> Result<(), TransportError> {
+        let t = self.transport()?;
+        let body = jsonrpc::notification_bytes(method, params.as_ref());
+        t.send(Outbound {
+            kind: OutKind::Notification {
+                method: method.to_owned(),
+            },
+            body,
+            headers: Vec::new(),
+            ack: None,
+        })
+    }
+
+    /// Send a notification and wait until the server accepted it (HTTP: 202).
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
+        let t = self.transport()?;
+        let body = jsonrpc::notification_bytes(method, params.as_ref());
+        let (tx, rx) = oneshot::channel();
+        t.send(Outbound {
+            kind: OutKind::Notification {
+                method: method.to_owned(),
+            },
+            body,
+            headers: Vec::new(),
+            ack: Some(tx),
+        })?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Ok(()),
+            Err(_) => Err(TransportError::Lost(format!(
+                "{method} was not accepted within {} ms",
+                timeout.as_millis()
+            ))),
+        }
+    }
+}
+
+/// Add the modern `_meta` keys to a request's params.
+pub fn with_meta(params: Option<Value>, version: &str) -> Value {
+    let mut obj = match params {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(m) = meta {
+        m.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            Value::from(version),
+        );
+        m.insert(
+            "io.modelcontextprotocol/clientInfo".into(),
+            json!({"name": CLIENT_NAME, "version": CLIENT_VERSION}),
+        );
+        m.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            json!({}),
+        );
+    }
+    Value::Object(obj)
+}
+
+impl Inner {
+    fn take_pending(&self, id: &RequestId) -> Option<oneshot::Sender<Result<Value, RpcError>>> {
+        self.pending.lock().ok().and_then(|mut p| p.remove(id))
+    }
+
+    fn fail_all(&self, reason: String) {
+        self.is_closed.store(true, Ordering::Release);
+        if let Ok(mut c) = self.closed.lock() {
+            if c.is_none() {
+                *c = Some(reason.clone());
+            }
+        }
+        let drained: Vec<_> = match self.pending.lock() {
+            Ok(mut p) => p.drain().collect(),
+            Err(_) => Vec::new(),
+        };
+        for (_, tx) in drained {
+            let _ = tx.send(Err(RpcError::Lost(TransportError::Lost(reason.clone()))));
+        }
+    }
+
+    fn on_inbound(&self, ev: Inbound) {
+        match ev {
+            Inbound::Message(Message::Response { id, result }) => match self.take_pending(&id) {
+                Some(tx) => {
+                    let _ = tx.send(result.map_err(RpcError::Server));
+                }
+                None => {
+                    self.stats.unknown_responses.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%id, "a response to no request in flight was ignored");
+                }
+            },
+            Inbound::Message(Message::Request { id, method, .. }) => {
+                self.stats.server_requests.fetch_add(1, Ordering::Relaxed);
+                let result = if method == "ping" {
+                    Ok(json!({}))
+                } else {
+                    Err(ErrorObject::new(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!("Method not found: {method} (this client declares no capabilities)"),
+                    ))
+                };
+                let body = Message::Response { id, result }.to_bytes();
+                if let Some(t) = self.transport.get() {
+                    let _ = t.send(Outbound {
+                        kind: OutKind::Response,
+                        body,
+                        headers: Vec::new(),
+                        ack: None,
+                    });
+                }
+            }
+            Inbound::Message(Message::Notification { method, params }) => {
+                let kind = match method.as_str() {
+                    "notifications/tools/list_changed" => Some("tools"),
+                    "notifications/resources/list_changed" => Some("resources"),
+                    "notifications/prompts/list_changed" => Some("prompts"),
+                    _ => None,
+                };
+                if let Some(k) = kind {
+                    let _ = self.events.send(ClientEvent::ListChanged(k));
+                } else if method == "notifications/cancelled" {
+                    // A server ending a subscription, or cancelling its own request.
+                    if let Some(id) = params
+                        .as_ref()
+                        .and_then(|p| p.get("requestId"))
+                        .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())
+                    {
+                        if let Some(tx) = self.take_pending(&id) {
+                            let _ = tx.send(Err(RpcError::Server(ErrorObject::new(
+                                jsonrpc::INTERNAL_ERROR,
+                                "the server cancelled the request",
+                            ))));
+                        }
+                    }
+                } else {
+                    tracing::trace!(%method, "notification from the server");
+                }
+            }
+            Inbound::Message(Message::OrphanError(e)) => {
+                tracing::debug!(error = %e, "an error response without an id was ignored");
+            }
+            Inbound::Lost { id, error } => {
+                if let Some(tx) = self.take_pending(&id) {
+                    let err = if error.maybe_delivered() {
+                        RpcError::Lost(error)
+                    } else {
+                        RpcError::NotSent(error)
+                    };
+                    let _ = tx.send(Err(err));
+                }
+            }
+            Inbound::Closed(error) => {
+                let reason = error.to_string();
+                self.fail_all(reason.clone());
+                let _ = self.events.send(ClientEvent::Closed(reason));
+            }
+        }
+    }
+}

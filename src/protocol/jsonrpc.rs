@@ -1,0 +1,348 @@
+//! JSON-RPC 2.0 messages as MCP uses them: requests, notifications and responses, one per
+//! line on stdio and one per POST or SSE event on HTTP. Parsing never panics; anything that
+//! is not a well-formed message is a [`ParseError`].
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Messages larger than this are refused in both directions (16 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// 2026-07-28: HTTP headers disagree with the body.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28: the request needs a client capability we did not declare.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+/// 2026-07-28: the requested protocol version is not supported (`data.supported`).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// A request id: the spec allows strings and integers, never null.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    Number(i64),
+    String(String),
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Whether this is one of the errors only a 2026-07-28 server sends.
+    pub fn is_modern(&self) -> bool {
+        matches!(
+            self.code,
+            HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION
+        )
+    }
+
+    /// The `data.supported` list of an `UnsupportedProtocolVersionError`.
+    pub fn supported_versions(&self) -> Vec<String> {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("supported"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)
+    }
+}
+
+/// One JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    Response {
+        id: RequestId,
+        result: Result<Value, ErrorObject>,
+    },
+    /// An error response without an id (a refusal of something we could not parse).
+    OrphanError(ErrorObject),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParseError {
+    #[error("message of {0} bytes is over the 16 MiB limit")]
+    TooLarge(usize),
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error("not a JSON-RPC 2.0 message: {0}")]
+    NotJsonRpc(&'static str),
+}
+
+#[derive(Deserialize)]
+struct Raw<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+impl Message {
+    /// Parse one message. JSON-RPC batches (arrays) are split by [`parse_batch`].
+    pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        if bytes.len() > MAX_MESSAGE_BYTES {
+            return Err(ParseError::TooLarge(bytes.len()));
+        }
+        let raw: Raw = serde_json::from_slice(bytes).map_err(|e| {
+            if e.is_data() {
+                ParseError::NotJsonRpc("not an object of the JSON-RPC shape")
+            } else {
+                ParseError::NotJson(e.to_string())
+            }
+        })?;
+        Self::from_raw(raw)
+    }
+
+    fn from_raw(raw: Raw) -> Result<Message, ParseError> {
+        match raw.jsonrpc.map(RawValue::get) {
+            Some("\"2.0\"") => {}
+            _ => return Err(ParseError::NotJsonRpc("missing \"jsonrpc\": \"2.0\"")),
+        }
+        let id = match raw.id {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                serde_json::from_value::<RequestId>(v)
+                    .map_err(|_| ParseError::NotJsonRpc("id is neither a string nor an integer"))?,
+            ),
+        };
+        if let Some(method) = raw.method {
+            return Ok(match id {
+                Some(id) => Message::Request {
+                    id,
+                    method,
+                    params: raw.params,
+                },
+                None => Message::Notification {
+                    method,
+                    params: raw.params,
+                },
+            });
+        }
+        let error = match raw.error {
+            Some(e) => Some(
+                serde_json::from_value::<ErrorObject>(e)
+                    .map_err(|_| ParseError::NotJsonRpc("malformed error object"))?,
+            ),
+            None => None,
+        };
+        match (id, raw.result, error) {
+            (Some(id), Some(result), None) => Ok(Message::Response {
+                id,
+                result: Ok(result),
+            }),
+            (Some(id), None, Some(err)) => Ok(Message::Response {
+                id,
+                result: Err(err),
+            }),
+            (None, None, Some(err)) => Ok(Message::OrphanError(err)),
+            _ => Err(ParseError::NotJsonRpc(
+                "neither a request, a notification nor a response",
+            )),
+        }
+    }
+
+    /// Serialize to compact JSON bytes (no trailing newline).
+    pub fn to_bytes(&self) -> Bytes {
+        let v = match self {
+            Message::Request { id, method, params } => {
+                let mut m = Map::new();
+                m.insert("jsonrpc".into(), Value::from("2.0"));
+                m.insert("id".into(), serde_json::to_value(id).unwrap_or(Value::Null));
+                m.insert("method".into(), Value::from(method.as_str()));
+                if let Some(p) = params {
+                    m.insert("params".into(), p.clone());
+                }
+                Value::Object(m)
+            }
+            Message::Notification { method, params } => {
+                let mut m = Map::new();
+                m.insert("jsonrpc".into(), Value::from("2.0"));
+                m.insert("method".into(), Value::from(method.as_str()));
+                if let Some(p) = params {
+                    m.insert("params".into(), p.clone());
+                }
+                Value::Object(m)
+            }
+            Message::Response { id, result } => {
+                let mut m = Map::new();
+                m.insert("jsonrpc".into(), Value::from("2.0"));
+                m.insert("id".into(), serde_json::to_value(id).unwrap_or(Value::Null));
+                match result {
+                    Ok(r) => m.insert("result".into(), r.clone()),
+                    Err(e) => m.insert(
+                        "error".into(),
+                        serde_json::to_value(e).unwrap_or(Value::Null),
+                    ),
+                };
+                Value::Object(m)
+            }
+            Message::OrphanError(e) => serde_json::json!({
+                "jsonrpc": "2.0", "id": null, "error": e
+            }),
+        };
+        Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+    }
+}
+
+/// Serialize a request without cloning its params.
+pub fn request_bytes(id: &RequestId, method: &str, params: Option<&Value>) -> Bytes {
+    #[derive(Serialize)]
+    struct Req<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        method: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a Value>,
+    }
+    Bytes::from(
+        serde_json::to_vec(&Req {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params,
+        })
+        .unwrap_or_default(),
+    )
+}
+
+/// Serialize a notification without cloning its params.
+pub fn notification_bytes(method: &str, params: Option<&Value>) -> Bytes {
+    #[derive(Serialize)]
+    struct Note<'a> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a Value>,
+    }
+    Bytes::from(
+        serde_json::to_vec(&Note {
+            jsonrpc: "2.0",
+            method,
+            params,
+        })
+        .unwrap_or_default(),
+    )
+}
+
+/// Parse a body that may hold one message or a JSON-RPC batch (2025-03-26 allowed batches).
+pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Message>, ParseError> {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(ParseError::TooLarge(bytes.len()));
+    }
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        let items: Vec<Raw> =
+            serde_json::from_slice(bytes).map_err(|e| ParseError::NotJson(e.to_string()))?;
+        items.into_iter().map(Message::from_raw).collect()
+    } else {
+        Message::parse(bytes).map(|m| vec![m])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_kind() {
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert!(matches!(m, Message::Request { id: RequestId::Number(1), .. }));
+        let m = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
+            .unwrap();
+        assert!(matches!(m, Message::Notification { .. }));
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert!(matches!(m, Message::Response { result: Ok(_), .. }));
+        let m = Message::parse(
+            br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"]}}}"#,
+        )
+        .unwrap();
+        match m {
+            Message::Response { result: Err(e), .. } => {
+                assert!(e.is_modern());
+                assert_eq!(e.supported_versions(), vec!["2026-07-28"]);
+            }
+            _ => panic!("wrong kind"),
+        }
+    }
+
+    #[test]
+    fn rejects_garbage_without_panicking() {
+        for bad in [
+            &b"hello"[..],
+            b"{}",
+            b"[]",
+            b"{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"result\":{}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1}",
+            b"\xff\xfe",
+            b"",
+        ] {
+            assert!(Message::parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let b = request_bytes(&RequestId::Number(7), "tools/list", None);
+        let m = Message::parse(&b).unwrap();
+        assert_eq!(m.to_bytes(), b);
+        let batch = parse_batch(br#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":1,"result":1}]"#).unwrap();
+        assert_eq!(batch.len(), 2);
+    }
+}

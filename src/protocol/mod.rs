@@ -1,0 +1,13 @@
+//! The protocol model: JSON-RPC framing, the MCP messages of both eras, the era rules and
+//! the header encodings of the 2026-07-28 HTTP transport.
+//!
+//! Owns: pure data and pure functions. Must not touch: I/O, processes, actors, storage; it
+//! imports nothing else from this crate.
+
+pub mod era;
+pub mod headers;
+pub mod jsonrpc;
+pub mod model;
+
+pub use era::{Era, ProtocolVersion};
+pub use jsonrpc::{ErrorObject, Message, RequestId, MAX_MESSAGE_BYTES};

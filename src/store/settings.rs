@@ -1,0 +1,601 @@
+//! The `mcp` section of `$ALBEDO_HOME/extensions.json`, the secrets of `creds.json`, and their
+//! resolution into what a connection needs. Secrets are named, never inlined: every `env`
+//! value and header names a variable of the daemon's environment (`{"env": "VAR"}`), or comes
+//! from `creds.json` (mode 0600), and a missing one fails preparation, naming the variable and
+//! the server.
+
+use crate::store::files::write_atomic;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_RETRY_MS: u64 = 30_000;
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+/// The longest server name: `mcp__<server>__<tool>` must stay within 128 characters.
+pub const MAX_SERVER_NAME: usize = 48;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid JSON: {source}")]
+    Json {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("server {server:?}: {message}")]
+    Invalid { server: String, message: String },
+    #[error("{0}")]
+    Section(String),
+    #[error("server {server:?} needs the environment variable {var}, which is not set")]
+    MissingVariable { server: String, var: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where a secret value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum SecretRef {
+    /// A variable of the daemon's environment.
+    Env(String),
+    /// A value stored in `creds.json` for this server under this key.
+    Stored(String),
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TransportConfig {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        cwd: Option<PathBuf>,
+        env: BTreeMap<String, SecretRef>,
+    },
+    Http {
+        url: String,
+        bearer_token: Option<SecretRef>,
+        headers: BTreeMap<String, SecretRef>,
+    },
+}
+
+/// One configured server, validated.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: TransportConfig,
+    pub enabled: bool,
+    pub enabled_tools: Option<Vec<String>>,
+    pub disabled_tools: Vec<String>,
+    pub startup_timeout_ms: u64,
+    pub call_timeout_ms: u64,
+}
+
+/// The `mcp` section.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct McpSettings {
+    pub servers: Vec<ServerConfig>,
+    pub retry_ms: u64,
+    /// Fields we did not recognise: reported, never silently dropped.
+    pub warnings: Vec<String>,
+}
+
+/// The whole of `extensions.json` as far as this daemon reads it.
+#[derive(Debug, Clone, Default)]
+pub struct ExtensionsFile {
+    pub raw: Map<String, Value>,
+}
+
+pub fn extensions_path(home: &Path) -> PathBuf {
+    home.join("extensions.json")
+}
+
+pub fn creds_path(home: &Path) -> PathBuf {
+    home.join("creds.json")
+}
+
+fn read_json(path: &Path) -> Result<Map<String, Value>, SettingsError> {
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(Map::new()),
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err(SettingsError::Section(format!(
+                "{} must hold a JSON object",
+                path.display()
+            ))),
+            Err(source) => Err(SettingsError::Json {
+                path: path.display().to_string(),
+                source,
+            }),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+        Err(source) => Err(SettingsError::Io {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+impl ExtensionsFile {
+    pub fn load(home: &Path) -> Result<ExtensionsFile, SettingsError> {
+        Ok(ExtensionsFile {
+            raw: read_json(&extensions_path(home))?,
+        })
+    }
+
+    /// The extension's default for every session (off on a fresh install).
+    pub fn mcp_enabled(&self) -> bool {
+        self.raw
+            .get("enabled")
+            .and_then(|e| e.get("mcp"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    pub fn set_mcp_enabled(&mut self, on: bool) {
+        let enabled = self
+            .raw
+            .entry("enabled")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !enabled.is_object() {
+            *enabled = Value::Object(Map::new());
+        }
+        if let Value::Object(m) = enabled {
+            m.insert("mcp".into(), Value::Bool(on));
+        }
+    }
+
+    pub fn save(&self, home: &Path) -> Result<(), SettingsError> {
+        let path = extensions_path(home);
+        let mut bytes = serde_json::to_vec_pretty(&Value::Object(self.raw.clone()))
+            .map_err(|source| SettingsError::Json {
+                path: path.display().to_string(),
+                source,
+            })?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes, 0o644).map_err(|source| SettingsError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Parse and validate the `mcp` section.
+    pub fn mcp(&self) -> Result<McpSettings, SettingsError> {
+        parse_mcp(self.raw.get("mcp"))
+    }
+}
+
+/// Whether a server name can form tool names `mcp__<server>__<tool>`.
+pub fn valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+}
+
+pub fn parse_mcp(section: Option<&Value>) -> Result<McpSettings, SettingsError> {
+    let mut out = McpSettings {
+        retry_ms: DEFAULT_RETRY_MS,
+        ..Default::default()
+    };
+    let Some(section) = section else {
+        return Ok(out);
+    };
+    let obj = section
+        .as_object()
+        .ok_or_else(|| SettingsError::Section("`mcp` must be an object".into()))?;
+    for (k, v) in obj {
+        match k.as_str() {
+            "servers" => {
+                let servers = v
+                    .as_object()
+                    .ok_or_else(|| SettingsError::Section("`mcp.servers` must be an object".into()))?;
+                for (name, def) in servers {
+                    out.servers.push(parse_server(name, def, &mut out.warnings)?);
+                }
+            }
+            "retryMs" => {
+                out.retry_ms = v
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| SettingsError::Section("`mcp.retryMs` must be a positive integer".into()))?
+            }
+            other => out
+                .warnings
+                .push(format!("unknown field `mcp.{other}` in extensions.json is ignored")),
+        }
+    }
+    Ok(out)
+}
+
+fn invalid(server: &str, message: impl Into<String>) -> SettingsError {
+    SettingsError::Invalid {
+        server: server.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn secret_ref(server: &str, field: &str, v: &Value) -> Result<SecretRef, SettingsError> {
+    match v {
+        Value::Object(m) if m.len() == 1 => {
+            if let Some(Value::String(var)) = m.get("env") {
+                if var.is_empty() {
+                    return Err(invalid(server, format!("`{field}` names an empty variable")));
+                }
+                return Ok(SecretRef::Env(var.clone()));
+            }
+            if let Some(Value::String(key)) = m.get("secret") {
+                return Ok(SecretRef::Stored(key.clone()));
+            }
+            Err(invalid(server, format!("`{field}` must be {{\"env\": \"VARIABLE\"}}")))
+        }
+        Value::String(_) => Err(invalid(
+            server,
+            format!("`{field}` is an inline value; secrets are named, never inlined: write {{\"env\": \"VARIABLE\"}}"),
+        )),
+        _ => Err(invalid(server, format!("`{field}` must be {{\"env\": \"VARIABLE\"}}"))),
+    }
+}
+
+fn string_list(server: &str, field: &str, v: &Value) -> Result<Vec<String>, SettingsError> {
+    v.as_array()
+        .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_owned)).collect())
+        .ok_or_else(|| invalid(server, format!("`{field}` must be a list of strings")))
+}
+
+fn parse_server(name: &str, def: &Value, warnings: &mut Vec<String>) -> Result<ServerConfig, SettingsError> {
+    if !valid_server_name(name) {
+        return Err(invalid(
+            name,
+            format!("invalid server name: use 1 to {MAX_SERVER_NAME} letters, digits, `-` or single `_` (it becomes part of tool names mcp__<server>__<tool>)"),
+        ));
+    }
+    let obj = def
+        .as_object()
+        .ok_or_else(|| invalid(name, "a server must be a JSON object"))?;
+    let ty = match obj.get("type").and_then(Value::as_str) {
+        Some(t) => t,
+        None if obj.contains_key("url") => "http",
+        None if obj.contains_key("command") => "stdio",
+        None => return Err(invalid(name, "needs `type` (`stdio` or `http`)")),
+    };
+    let str_field = |f: &str| -> Result<Option<String>, SettingsError> {
+        match obj.get(f) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(invalid(name, format!("`{f}` must be a string"))),
+        }
+    };
+    let u64_field = |f: &str, default: u64| -> Result<u64, SettingsError> {
+        match obj.get(f) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(name, format!("`{f}` must be a positive integer (milliseconds)"))),
+        }
+    };
+    let common = [
+        "type",
+        "enabled",
+        "enabledTools",
+        "disabledTools",
+        "startupTimeoutMs",
+        "callTimeoutMs",
+    ];
+    let transport = match ty {
+        "stdio" => {
+            let command = str_field("command")?
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| invalid(name, "a stdio server needs `command`"))?;
+            let args = match obj.get("args") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(v) => string_list(name, "args", v)?,
+            };
+            let cwd = str_field("cwd")?.map(PathBuf::from);
+            let mut env = BTreeMap::new();
+            if let Some(e) = obj.get("env") {
+                let m = e
+                    .as_object()
+                    .ok_or_else(|| invalid(name, "`env` must be an object"))?;
+                for (k, v) in m {
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        return Err(invalid(name, format!("invalid environment variable name {k:?}")));
+                    }
+                    env.insert(k.clone(), secret_ref(name, &format!("env.{k}"), v)?);
+                }
+            }
+            for k in obj.keys() {
+                if !common.contains(&k.as_str()) && !["command", "args", "cwd", "env"].contains(&k.as_str()) {
+                    warnings.push(format!("server {name:?}: unknown field `{k}` is ignored"));
+                }
+            }
+            TransportConfig::Stdio { command, args, cwd, env }
+        }
+        "http" => {
+            let url = str_field("url")?.ok_or_else(|| invalid(name, "an http server needs `url`"))?;
+            validate_url(name, &url)?;
+            let bearer_token = str_field("bearerTokenEnvVar")?.map(SecretRef::Env);
+            let mut headers = BTreeMap::new();
+            if let Some(h) = obj.get("headers") {
+                let m = h
+                    .as_object()
+                    .ok_or_else(|| invalid(name, "`headers` must be an object"))?;
+                for (k, v) in m {
+                    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+                        return Err(invalid(name, format!("invalid header name {k:?}")));
+                    }
+                    headers.insert(k.clone(), secret_ref(name, &format!("headers.{k}"), v)?);
+                }
+            }
+            for k in obj.keys() {
+                if !common.contains(&k.as_str()) && !["url", "bearerTokenEnvVar", "headers"].contains(&k.as_str()) {
+                    warnings.push(format!("server {name:?}: unknown field `{k}` is ignored"));
+                }
+            }
+            TransportConfig::Http { url, bearer_token, headers }
+        }
+        other => return Err(invalid(name, format!("unknown type {other:?} (use `stdio` or `http`)"))),
+    };
+    let enabled = match obj.get("enabled") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(invalid(name, "`enabled` must be true or false")),
+    };
+    let enabled_tools = match obj.get("enabledTools") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(string_list(name, "enabledTools", v)?),
+    };
+    let disabled_tools = match obj.get("disabledTools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => string_list(name, "disabledTools", v)?,
+    };
+    Ok(ServerConfig {
+        name: name.to_owned(),
+        transport,
+        enabled,
+        enabled_tools,
+        disabled_tools,
+        startup_timeout_ms: u64_field("startupTimeoutMs", DEFAULT_STARTUP_TIMEOUT_MS)?,
+        call_timeout_ms: u64_field("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS)?,
+    })
+}
+
+/// `http` or `https`, with a host, and neither userinfo nor a fragment.
+pub fn validate_url(server: &str, raw: &str) -> Result<url::Url, SettingsError> {
+    let u = url::Url::parse(raw).map_err(|e| invalid(server, format!("`url` is not a valid URL: {e}")))?;
+    if u.scheme() != "http" && u.scheme() != "https" {
+        return Err(invalid(server, "`url` must use http or https"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(invalid(server, "`url` must not carry userinfo (put credentials in bearerTokenEnvVar or headers)"));
+    }
+    if u.fragment().is_some() || raw.contains('#') {
+        return Err(invalid(server, "`url` must not carry a fragment"));
+    }
+    if u.host_str().is_none() {
+        return Err(invalid(server, "`url` has no host"));
+    }
+    Ok(u)
+}
+
+impl ServerConfig {
+    /// Whether a tool passes `enabledTools` / `disabledTools`.
+    pub fn tool_allowed(&self, tool: &str) -> bool {
+        if let Some(en) = &self.enabled_tools {
+            if !en.iter().any(|t| t == tool) {
+                return false;
+            }
+        }
+        !self.disabled_tools.iter().any(|t| t == tool)
+    }
+}
+
+/// The secrets `creds.json` holds for servers: `{"mcp": {"<server>": {"<key>": "<value>"}}}`.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    pub raw: Map<String, Value>,
+}
+
+impl Credentials {
+    pub fn load(home: &Path) -> Result<Credentials, SettingsError> {
+        Ok(Credentials {
+            raw: read_json(&creds_path(home))?,
+        })
+    }
+
+    pub fn stored(&self, server: &str, key: &str) -> Option<&str> {
+        self.raw
+            .get("mcp")
+            .and_then(|m| m.get(server))
+            .and_then(|s| s.get(key))
+            .and_then(Value::as_str)
+    }
+}
+
+/// A secret value: its Debug and Display never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A server ready to connect: its secrets read, its fingerprint computed.
+#[derive(Debug, Clone)]
+pub struct ResolvedServer {
+    pub config: ServerConfig,
+    pub transport: ResolvedTransport,
+    /// Changes whenever the configuration or a secret value changes.
+    pub fingerprint: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum ResolvedTransport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        cwd: Option<PathBuf>,
+        /// The complete, reduced environment of the server.
+        env: BTreeMap<String, Secret>,
+    },
+    Http {
+        url: url::Url,
+        headers: Vec<(String, Secret)>,
+    },
+}
+
+fn lookup(
+    server: &str,
+    r: &SecretRef,
+    env: &dyn Fn(&str) -> Option<String>,
+    creds: &Credentials,
+) -> Result<Secret, SettingsError> {
+    match r {
+        SecretRef::Env(var) => env(var).map(Secret).ok_or_else(|| SettingsError::MissingVariable {
+            server: server.to_owned(),
+            var: var.clone(),
+        }),
+        SecretRef::Stored(key) => creds
+            .stored(server, key)
+            .map(|s| Secret(s.to_owned()))
+            .ok_or_else(|| invalid(server, format!("the stored secret {key:?} is missing from creds.json"))),
+    }
+}
+
+/// Read a server's secrets and compute its fingerprint. `env` reads the daemon's environment.
+pub fn resolve(
+    config: &ServerConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    creds: &Credentials,
+) -> Result<ResolvedServer, SettingsError> {
+    let name = &config.name;
+    let mut secret_hash = Sha256::new();
+    let transport = match &config.transport {
+        TransportConfig::Stdio { command, args, cwd, env: named } => {
+            let mut full = BTreeMap::new();
+            for base in ["HOME", "PATH", "TMPDIR"] {
+                if let Some(v) = env(base) {
+                    full.insert(base.to_owned(), Secret(v));
+                }
+            }
+            for (k, r) in named {
+                let v = lookup(name, r, env, creds)?;
+                secret_hash.update(k.as_bytes());
+                secret_hash.update([0]);
+                secret_hash.update(v.expose().as_bytes());
+                secret_hash.update([0]);
+                full.insert(k.clone(), v);
+            }
+            ResolvedTransport::Stdio {
+                command: command.clone(),
+                args: args.clone(),
+                cwd: cwd.clone(),
+                env: full,
+            }
+        }
+        TransportConfig::Http { url, bearer_token, headers } => {
+            let url = validate_url(name, url)?;
+            let mut hs = Vec::new();
+            if let Some(r) = bearer_token {
+                let v = lookup(name, r, env, creds)?;
+                secret_hash.update(b"authorization\0");
+                secret_hash.update(v.expose().as_bytes());
+                secret_hash.update([0]);
+                hs.push(("Authorization".to_owned(), Secret(format!("Bearer {}", v.expose()))));
+            }
+            for (k, r) in headers {
+                let v = lookup(name, r, env, creds)?;
+                secret_hash.update(k.as_bytes());
+                secret_hash.update([0]);
+                secret_hash.update(v.expose().as_bytes());
+                secret_hash.update([0]);
+                hs.push((k.clone(), v));
+            }
+            ResolvedTransport::Http { url, headers: hs }
+        }
+    };
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(config).unwrap_or_default());
+    h.update(secret_hash.finalize());
+    Ok(ResolvedServer {
+        config: config.clone(),
+        transport,
+        fingerprint: hex::encode(h.finalize()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_the_seed_example() {
+        let v = json!({ "servers": {
+            "docs": { "type": "stdio", "command": "/usr/local/bin/docs-mcp", "args": ["--root", "/srv/docs"], "cwd": "/srv/docs", "env": { "DOCS_TOKEN": { "env": "MY_DOCS_TOKEN" } } },
+            "search": { "type": "http", "url": "https://mcp.example.com/mcp", "bearerTokenEnvVar": "MY_SEARCH_TOKEN", "enabledTools": ["search"], "callTimeoutMs": 30000 } } });
+        let s = parse_mcp(Some(&v)).unwrap();
+        assert_eq!(s.servers.len(), 2);
+        assert_eq!(s.retry_ms, DEFAULT_RETRY_MS);
+        assert!(s.warnings.is_empty());
+        let search = s.servers.iter().find(|x| x.name == "search").unwrap();
+        assert!(search.tool_allowed("search"));
+        assert!(!search.tool_allowed("other"));
+        assert_eq!(search.call_timeout_ms, 30000);
+    }
+
+    #[test]
+    fn rejects_what_it_must() {
+        for (name, def) in [
+            ("bad name", json!({"type":"stdio","command":"x"})),
+            ("a__b", json!({"type":"stdio","command":"x"})),
+            ("ok", json!({"type":"http","url":"https://user:pw@example.com/mcp"})),
+            ("ok", json!({"type":"http","url":"https://example.com/mcp#frag"})),
+            ("ok", json!({"type":"http","url":"ftp://example.com/"})),
+            ("ok", json!({"type":"stdio","command":"x","env":{"A":"inline"}})),
+            ("ok", json!({"type":"stdio"})),
+        ] {
+            let v = json!({"servers": {name: def}});
+            assert!(parse_mcp(Some(&v)).is_err(), "{name} {def}");
+        }
+        let v = json!({"servers": {"ok": {"type":"stdio","command":"x","colour":"red"}}, "extra": 1});
+        let s = parse_mcp(Some(&v)).unwrap();
+        assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+    }
+
+    #[test]
+    fn missing_variable_names_it_and_secrets_stay_hidden() {
+        let v = json!({"servers": {"docs": {"type":"stdio","command":"x","env":{"T":{"env":"NOPE_VAR"}}}}});
+        let s = parse_mcp(Some(&v)).unwrap();
+        let err = resolve(&s.servers[0], &|_| None, &Credentials::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("NOPE_VAR") && msg.contains("docs"), "{msg}");
+        let r = resolve(&s.servers[0], &|k| (k == "NOPE_VAR").then(|| "s3cret".to_owned()), &Credentials::default()).unwrap();
+        assert!(!format!("{r:?}").contains("s3cret"));
+        let r2 = resolve(&s.servers[0], &|k| (k == "NOPE_VAR").then(|| "other".to_owned()), &Credentials::default()).unwrap();
+        assert_ne!(r.fingerprint, r2.fingerprint);
+    }
+}

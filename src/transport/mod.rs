@@ -1,0 +1,117 @@
+//! Transports: how JSON-RPC messages reach a server and come back. `stdio` runs the server as
+//! a child process behind our launcher; `http` posts each message and reads JSON or SSE.
+//!
+//! Owns: processes, sockets, framing, SSE, resumption, listening streams. Must not touch:
+//! actors, the HTTP API, storage. The client core (`crate::client`) drives a transport through
+//! the [`Transport`] trait and receives everything through an [`InboundSink`].
+
+pub mod launcher;
+pub mod stdio;
+
+use crate::protocol::{ErrorObject, Message, ProtocolVersion, RequestId};
+use bytes::Bytes;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// What kind of message is going out, for transports that need to know (HTTP headers,
+/// which POST answers which request).
+#[derive(Debug, Clone)]
+pub enum OutKind {
+    Request { id: RequestId, method: String },
+    Notification { method: String },
+    Response,
+}
+
+/// One serialized message on its way to the server.
+#[derive(Debug)]
+pub struct Outbound {
+    pub kind: OutKind,
+    /// The JSON text, without a trailing newline.
+    pub body: Bytes,
+    /// Extra HTTP headers for this message (modern era: `Mcp-Method`, `Mcp-Name`, ...).
+    pub headers: Vec<(String, String)>,
+    /// For notifications over HTTP: told when the server accepted it (202).
+    pub ack: Option<oneshot::Sender<Result<(), TransportError>>>,
+}
+
+/// What a transport hands the client core.
+#[derive(Debug)]
+pub enum Inbound {
+    Message(Message),
+    /// A request's response will not come: its stream broke or was refused.
+    Lost { id: RequestId, error: TransportError },
+    /// The transport is gone: every request in flight is lost.
+    Closed(TransportError),
+}
+
+pub trait InboundSink: Send + Sync + 'static {
+    fn deliver(&self, ev: Inbound);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    Stdio,
+    Http,
+}
+
+/// A transport behind one trait; all methods are non-blocking.
+pub trait Transport: Send + Sync {
+    fn kind(&self) -> TransportKind;
+    /// Queue one message. An error means it was not sent.
+    fn send(&self, msg: Outbound) -> Result<(), TransportError>;
+    /// Stop waiting for a request's response (HTTP: close its stream, which is how a modern
+    /// server is told to cancel).
+    fn abort(&self, _id: &RequestId) {}
+    /// The handshake settled a version (HTTP sends it as `MCP-Protocol-Version`).
+    fn negotiated(&self, _version: &ProtocolVersion) {}
+    /// Open the legacy GET listening stream (HTTP only).
+    fn open_listen_stream(&self) {}
+    /// Shut down: stdio runs the close sequence, HTTP sends `DELETE` for its session.
+    fn close(&self);
+}
+
+pub type SharedTransport = Arc<dyn Transport>;
+
+/// Why a message did not make it, with enough detail to tell whether the server saw it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    #[error("the server process could not be started: {0}")]
+    Spawn(String),
+    #[error("the connection is closed: {0}")]
+    Closed(String),
+    #[error("could not reach the server: {0}")]
+    Connect(String),
+    #[error("the server answered HTTP {status}{}", detail_suffix(.detail))]
+    Status {
+        status: u16,
+        detail: String,
+        /// A JSON-RPC error the refusal carried in its body.
+        rpc_error: Option<ErrorObject>,
+        /// `WWW-Authenticate` of a 401/403, for the authorization code.
+        www_authenticate: Option<String>,
+    },
+    #[error("the server ended the session (HTTP {0})")]
+    SessionExpired(u16),
+    #[error("the connection to the server was lost before its answer: {0}")]
+    Lost(String),
+    #[error("message too large: {0}")]
+    TooLarge(String),
+    #[error("protocol error from the server: {0}")]
+    Protocol(String),
+}
+
+fn detail_suffix(d: &str) -> String {
+    if d.is_empty() {
+        String::new()
+    } else {
+        format!(": {d}")
+    }
+}
+
+impl TransportError {
+    /// Whether the message may have reached the server (the outcome of a call is unknown).
+    pub fn maybe_delivered(&self) -> bool {
+        matches!(self, TransportError::Lost(_) | TransportError::Protocol(_))
+    }
+}
