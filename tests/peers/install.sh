@@ -142,6 +142,93 @@ EOF
   echo "$want" > "$stamp"
 }
 
+# --verify: start each real peer once and check it answers (about 5 s).
+verify_peers() {
+  local v
+  v="$("$PEERS_NODE22" --version)"; [ "$v" = "v$NODE22_VER" ] || { echo "verify: node22 is $v" >&2; return 1; }
+  v="$("$PEERS_NODE22" "$CONFORMANCE_STABLE_JS" --version)"; [ "$v" = "$CONF_STABLE" ] || { echo "verify: conformance-stable $v" >&2; return 1; }
+  v="$("$PEERS_NODE22" "$CONFORMANCE_NEXT_JS" --version)"; [ "$v" = "$CONF_NEXT" ] || { echo "verify: conformance-next $v" >&2; return 1; }
+  (cd "$ALBEDO_PEERS/npm" && node --input-type=module -e "
+    for (const m of ['@modelcontextprotocol/server', '@modelcontextprotocol/server/stdio',
+                     '@modelcontextprotocol/node', '@modelcontextprotocol/client']) await import(m);") \
+    || { echo "verify: TS SDK v2 packages do not import" >&2; return 1; }
+  python3 - <<'EOF'
+import http.client, json, os, shutil, socket, subprocess, sys, tempfile, time
+env = os.environ
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "verify", "version": "0"}}}
+
+def stdio(name, cmd, timeout=20):
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        p.stdin.write((json.dumps(INIT) + "\n").encode()); p.stdin.flush()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if m.get("id") == 1 and "result" in m:
+                print(f"  ok  {name} (stdio): {m['result']['serverInfo']['name']} {m['result']['protocolVersion']}")
+                return True
+        print(f"  FAIL {name} (stdio): no initialize result", file=sys.stderr)
+        return False
+    finally:
+        p.kill(); p.wait()
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close(); return port
+
+def http_everything():
+    port = free_port()
+    p = subprocess.Popen(["node", "--require", env["PEERS_LOCALHOST_CJS"], env["EVERYTHING_JS"], "streamableHttp"],
+                         env={**env, "PORT": str(port)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("POST", "/mcp", json.dumps(INIT), {"content-type": "application/json",
+                          "accept": "application/json, text/event-stream"})
+                r = c.getresponse()
+                sid = r.getheader("mcp-session-id")
+                body = r.read(4096).decode("utf-8", "replace")
+                if r.status == 200 and sid and '"protocolVersion"' in body:
+                    # bound to loopback only? (the preload must have applied)
+                    with open("/proc/net/tcp6") as f6:
+                        wild = any(f":{port:04X} " in l and l.split()[1].startswith("0000000000000000") for l in f6)
+                    if wild:
+                        print("  FAIL server-everything (streamableHttp): bound to all interfaces", file=sys.stderr)
+                        return False
+                    print(f"  ok  server-everything (streamableHttp on 127.0.0.1:{port}, session {sid[:8]}...)")
+                    return True
+                print(f"  FAIL server-everything (streamableHttp): HTTP {r.status} {body[:200]}", file=sys.stderr)
+                return False
+            except OSError:
+                time.sleep(0.1)
+        print("  FAIL server-everything (streamableHttp): no answer", file=sys.stderr)
+        return False
+    finally:
+        p.terminate(); p.wait()
+
+root = tempfile.mkdtemp(prefix="albedo-verify-")
+try:
+    ok = all([
+        stdio("server-everything", ["node", env["EVERYTHING_JS"]]),
+        stdio("server-filesystem", ["node", env["FILESYSTEM_JS"], root]),
+        http_everything(),
+        *[stdio(os.path.basename(f), [env["PEERS_VENV_PY"], f])
+          for f in (env["PY_MCP_SERVER"], env["FASTMCP_PAGED"]) if os.path.exists(f)],
+    ])
+finally:
+    shutil.rmtree(root, ignore_errors=True)
+sys.exit(0 if ok else 1)
+EOF
+}
+
 # Run the parts in parallel (network-bound); each logs to .peers/logs/NAME.log.
 declare -A PIDS=()
 run_part() { # NAME FUNC ARGS...
@@ -177,7 +264,7 @@ for f in "$PEERS_NODE22" "$EVERYTHING_JS" "$FILESYSTEM_JS" "$CONFORMANCE_STABLE_
 done
 
 if [ $VERIFY = 1 ]; then
-  verify_peers
+  verify_peers || { echo "install.sh: --verify failed" >&2; exit 1; }
 fi
 
 MS=$(( ($(date +%s%N) - START_NS) / 1000000 ))

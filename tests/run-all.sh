@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust tests (which use the peers in .peers/ and the fixtures), then the
+# conformance suites (tests/conformance.sh) when present. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=peers/env.sh
+source tests/peers/env.sh
+bash tests/peers/install.sh   # idempotent; well under a second when everything is in place
+cargo test --all-targets 2>&1
+if [ -f tests/conformance.sh ]; then
+  bash tests/conformance.sh
+fi
