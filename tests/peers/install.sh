@@ -5,8 +5,9 @@
 # already in place, so a second run takes well under a second and asks no registry.
 # Only the package registries are used (npm with the machine's Node 20, pip in a venv).
 #
-# Cold install (empty npm and pip caches, 2 cores), the five parts in parallel: ~65 s
-# wall clock (measured 2026-12-02: 64 s). Warm re-run (all present): ~0.3 s.
+# Cold install (empty npm and pip caches, 2 cores, the five parts in parallel), measured
+# 2026-12-02: 36 s and 48 s wall clock in two runs (network-bound); --verify adds ~5 s.
+# Warm re-run (everything in place): ~0.05 s.
 #
 # Options:  --verify   after installing, start each real server once and check it answers
 #                      (stdio initialize for server-everything, server-filesystem, the TS SDK
@@ -37,6 +38,9 @@
 #   tests/peers/localhost.cjs  node --require preload: listen() without host -> 127.0.0.1
 #                                                                                    PEERS_LOCALHOST_CJS
 #   tests/servers/py_mcp_server.py, tests/servers/fastmcp_paged.py  (run with PEERS_VENV_PY)
+#                                                           PY_MCP_SERVER, FASTMCP_PAGED
+#   tests/fixtures/*.py        stdlib-only fault fixtures (any python3)     ALBEDO_FIXTURES
+#   .peers/logs/*.log          output of the last install of each part
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
