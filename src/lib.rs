@@ -6,3 +6,7 @@ pub mod client;
 pub mod protocol;
 pub mod store;
 pub mod transport;
+pub mod actors;
+pub mod advertise;
+pub mod api;
+pub mod cli;

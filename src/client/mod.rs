@@ -127,6 +127,11 @@ impl McpClient {
             .ok_or_else(|| TransportError::Closed("no transport".into()))
     }
 
+    /// The transport, for the few things the connection asks of it directly.
+    pub fn transport_handle(&self) -> Option<SharedTransport> {
+        self.inner.transport.get().cloned()
+    }
+
     pub fn transport_kind(&self) -> Option<TransportKind> {
         self.inner.transport.get().map(|t| t.kind())
     }

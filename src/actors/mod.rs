@@ -1,0 +1,13 @@
+//! The actors: `registry` supervises every `connection`; a `composition` per session holds its
+//! prepared set of connections and catalogue; a `retry` schedule per session probes servers
+//! that were left out; the daemon-wide `runtime` prepares compositions.
+//!
+//! Owns: lifecycles and the messages between them. Must not touch: the HTTP API (`api`
+//! talks to actors, never the other way round).
+
+pub mod composition;
+pub mod connection;
+pub mod registry;
+pub mod runtime;
+
+pub use connection::{CallError, CallTarget};

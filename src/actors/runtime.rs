@@ -1,0 +1,213 @@
+//! The Runtime actor (daemon-wide): reads `extensions.json` and `creds.json`, resolves each
+//! server's secrets, starts its connection through the Registry, and prepares a whole
+//! composition: servers never heard from are connected and discovered in parallel; a server
+//! that cannot start is left out with a warning; bad configuration fails the preparation.
+
+use super::connection::{Close, ConnContext, Connection, Discover};
+use super::registry::{Registry, StartConnection};
+use crate::protocol::model::Catalogue;
+use crate::store::settings::{self, Credentials, ExtensionsFile, ServerConfig, SettingsError};
+use actix::prelude::*;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    Connected,
+    Connecting,
+    Unavailable,
+    LeftOut,
+    NeedsSignIn,
+    Disabled,
+}
+
+/// One server of a prepared composition.
+#[derive(Clone)]
+pub struct PreparedServer {
+    pub config: ServerConfig,
+    pub fingerprint: String,
+    pub addr: Option<Addr<Connection>>,
+    pub catalogue: Option<Arc<Catalogue>>,
+    pub state: ServerState,
+    pub warning: Option<String>,
+    pub http: bool,
+    /// The catalogue came from the store; the connection dials in the background.
+    pub saved: bool,
+}
+
+#[derive(Clone)]
+pub struct Prepared {
+    pub enabled: bool,
+    pub servers: Vec<PreparedServer>,
+    pub warnings: Vec<String>,
+    pub retry_ms: u64,
+}
+
+impl Prepared {
+    /// Close every connection of this set (after a swap, or when it is thrown away).
+    pub fn close(&self) {
+        for s in &self.servers {
+            if let Some(a) = &s.addr {
+                a.do_send(Close);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PrepareError {
+    #[error("{0}")]
+    Settings(String),
+}
+
+impl From<SettingsError> for PrepareError {
+    fn from(e: SettingsError) -> Self {
+        PrepareError::Settings(e.to_string())
+    }
+}
+
+pub struct Runtime {
+    pub home: PathBuf,
+    pub registry: Addr<Registry>,
+    pub ctx: ConnContext,
+}
+
+impl Actor for Runtime {
+    type Context = Context<Self>;
+}
+
+/// Prepare a composition. `enabled` is the session's effective choice.
+#[derive(Message)]
+#[rtype(result = "Result<Prepared, PrepareError>")]
+pub struct Prepare {
+    pub enabled: bool,
+}
+
+impl Handler<Prepare> for Runtime {
+    type Result = ResponseFuture<Result<Prepared, PrepareError>>;
+
+    fn handle(&mut self, msg: Prepare, _ctx: &mut Self::Context) -> Self::Result {
+        let home = self.home.clone();
+        let registry = self.registry.clone();
+        let cctx = self.ctx.clone();
+        Box::pin(async move { prepare(home, registry, cctx, msg.enabled).await })
+    }
+}
+
+/// Read the settings: the extension's default and the `mcp` section.
+pub async fn read_settings(
+    home: PathBuf,
+) -> Result<(ExtensionsFile, Credentials), PrepareError> {
+    tokio::task::spawn_blocking(move || {
+        Ok::<_, SettingsError>((ExtensionsFile::load(&home)?, Credentials::load(&home)?))
+    })
+    .await
+    .map_err(|e| PrepareError::Settings(format!("reading settings failed: {e}")))?
+    .map_err(PrepareError::from)
+}
+
+async fn prepare(
+    home: PathBuf,
+    registry: Addr<Registry>,
+    cctx: ConnContext,
+    enabled: bool,
+) -> Result<Prepared, PrepareError> {
+    let (ext, creds) = read_settings(home).await?;
+    let mcp = ext.mcp()?;
+    let mut warnings = mcp.warnings.clone();
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    if !enabled {
+        return Ok(Prepared {
+            enabled,
+            servers: Vec::new(),
+            warnings,
+            retry_ms: mcp.retry_ms,
+        });
+    }
+    // Resolve every enabled server first: a bad one fails the whole preparation.
+    let env = |k: &str| std::env::var(k).ok();
+    let mut resolved = Vec::new();
+    let mut servers = Vec::new();
+    for cfg in &mcp.servers {
+        if !cfg.enabled {
+            servers.push(PreparedServer {
+                config: cfg.clone(),
+                fingerprint: String::new(),
+                addr: None,
+                catalogue: None,
+                state: ServerState::Disabled,
+                warning: None,
+                http: matches!(cfg.transport, settings::TransportConfig::Http { .. }),
+                saved: false,
+            });
+            continue;
+        }
+        resolved.push(Arc::new(settings::resolve(cfg, &env, &creds)?));
+    }
+    // Start and discover all of them in parallel.
+    let mut pending = Vec::new();
+    for r in resolved {
+        let addr = registry
+            .send(StartConnection {
+                server: r.clone(),
+                ctx: cctx.clone(),
+            })
+            .await
+            .map_err(|e| PrepareError::Settings(format!("the registry is gone: {e}")))?;
+        pending.push(async move {
+            let res = addr.send(Discover).await;
+            (r, addr, res)
+        });
+    }
+    for (r, addr, res) in futures_util::future::join_all(pending).await {
+        let http = matches!(r.config.transport, settings::TransportConfig::Http { .. });
+        let outcome = match res {
+            Ok(Ok(cat)) => Ok(cat),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(format!("the connection actor is gone: {e}")),
+        };
+        match outcome {
+            Ok(cat) => servers.push(PreparedServer {
+                config: r.config.clone(),
+                fingerprint: r.fingerprint.clone(),
+                addr: Some(addr),
+                catalogue: Some(cat),
+                state: ServerState::Connected,
+                warning: None,
+                http,
+                saved: false,
+            }),
+            Err(reason) => {
+                addr.do_send(Close);
+                let needs_auth = reason.contains("sign in");
+                let w = format!("MCP server {:?} was left out: {reason}", r.config.name);
+                tracing::warn!("{w}");
+                warnings.push(w.clone());
+                servers.push(PreparedServer {
+                    config: r.config.clone(),
+                    fingerprint: r.fingerprint.clone(),
+                    addr: None,
+                    catalogue: None,
+                    state: if needs_auth {
+                        ServerState::NeedsSignIn
+                    } else {
+                        ServerState::LeftOut
+                    },
+                    warning: Some(w),
+                    http,
+                    saved: false,
+                });
+            }
+        }
+    }
+    Ok(Prepared {
+        enabled,
+        servers,
+        warnings,
+        retry_ms: mcp.retry_ms,
+    })
+}

@@ -1,0 +1,492 @@
+//! The daemon's HTTP API (actix-web): JSON in and out; errors are
+//! `{"error": {"code": "<snake_case>", "message": "..."}}` with a fitting status.
+//!
+//! Owns: request parsing, JSON shapes, the table of sessions. Must not touch: transports;
+//! it talks to actors (Composition, Runtime, Registry) and reads their published snapshots.
+
+use crate::actors::composition::{
+    Activity, CloseSession, Composition, GetView, Reload, SessionEvent, SharedSnapshot,
+};
+use crate::actors::connection::{Call, CallError, CallTarget};
+use crate::actors::runtime::Runtime;
+use crate::advertise::ToolKind;
+use crate::store::settings::ExtensionsFile;
+use actix::prelude::*;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse, ResponseError};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::broadcast;
+
+/// One session as the API sees it.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub addr: Addr<Composition>,
+    pub shared: SharedSnapshot,
+    pub events: broadcast::Sender<SessionEvent>,
+    pub follows_default: bool,
+}
+
+pub struct AppState {
+    pub home: PathBuf,
+    pub runtime: Addr<Runtime>,
+    pub sessions: RwLock<HashMap<String, SessionHandle>>,
+    /// Serializes writes of `extensions.json` by the API.
+    pub settings_lock: Mutex<()>,
+    pub next_session: AtomicU64,
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub extra: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            extra: None,
+        }
+    }
+    fn not_found(what: &str) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no such {what}"))
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+    fn error_response(&self) -> HttpResponse {
+        let mut err = Map::new();
+        err.insert("code".into(), Value::from(self.code));
+        err.insert("message".into(), Value::from(self.message.as_str()));
+        let mut body = Map::new();
+        if let Some(Value::Object(extra)) = &self.extra {
+            for (k, v) in extra {
+                if k == "outcome" {
+                    body.insert(k.clone(), v.clone());
+                } else {
+                    err.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        body.insert("error".into(), Value::Object(err));
+        HttpResponse::build(self.status).json(Value::Object(body))
+    }
+}
+
+fn mailbox(e: MailboxError) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        format!("the session is not answering: {e}"),
+    )
+}
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/extensions", web::get().to(get_extensions))
+        .route("/extensions/mcp", web::put().to(put_extension))
+        .route("/extensions/mcp/reload", web::post().to(reload_all))
+        .route("/sessions", web::post().to(create_session))
+        .route("/sessions/{id}", web::get().to(get_session))
+        .route("/sessions/{id}", web::delete().to(delete_session))
+        .route("/sessions/{id}/extensions/mcp", web::put().to(put_session_extension))
+        .route("/sessions/{id}/tools", web::get().to(list_tools))
+        .route("/sessions/{id}/tools/{name}", web::get().to(get_tool))
+        .route("/sessions/{id}/tools/{name}/call", web::post().to(call_tool))
+        .route("/sessions/{id}/activity", web::post().to(activity))
+        .route("/sessions/{id}/events", web::get().to(events));
+}
+
+/// JSON bodies: bad JSON is a clear 400, never a panic.
+pub fn json_config() -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(16 * 1024 * 1024)
+        .error_handler(|err, _req| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", format!("invalid JSON body: {err}")).into()
+        })
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"ok": true}))
+}
+
+async fn load_extensions(home: PathBuf) -> Result<ExtensionsFile, ApiError> {
+    web::block(move || ExtensionsFile::load(&home))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings", e.to_string()))
+}
+
+async fn get_extensions(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let ext = load_extensions(state.home.clone()).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "extensions": [{"name": "mcp", "installed": true, "enabled": ext.mcp_enabled()}],
+        "mcp": {"enabled": ext.mcp_enabled()},
+    })))
+}
+
+#[derive(Deserialize)]
+struct EnabledBody {
+    enabled: bool,
+}
+
+async fn put_extension(
+    state: web::Data<AppState>,
+    body: web::Json<EnabledBody>,
+) -> Result<HttpResponse, ApiError> {
+    let on = body.enabled;
+    let st = state.clone();
+    web::block(move || {
+        let _g = st.settings_lock.lock();
+        let mut ext = ExtensionsFile::load(&st.home)?;
+        ext.set_mcp_enabled(on);
+        ext.save(&st.home)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings", e.to_string()))?;
+    let sessions: Vec<SessionHandle> = state
+        .sessions
+        .read()
+        .map(|s| s.values().cloned().collect())
+        .unwrap_or_default();
+    let results = futures_util::future::join_all(sessions.iter().map(|s| {
+        s.addr.send(Reload {
+            choice: None,
+            default_enabled: Some(on),
+        })
+    }))
+    .await;
+    let errors: Vec<String> = results
+        .into_iter()
+        .filter_map(|r| match r {
+            Ok(Err(e)) => Some(e),
+            _ => None,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({"mcp": {"enabled": on}, "errors": errors})))
+}
+
+async fn reload_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let ext = load_extensions(state.home.clone()).await?;
+    let sessions: Vec<(String, SessionHandle)> = state
+        .sessions
+        .read()
+        .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let results = futures_util::future::join_all(sessions.iter().map(|(_, s)| {
+        s.addr.send(Reload {
+            choice: None,
+            default_enabled: Some(ext.mcp_enabled()),
+        })
+    }))
+    .await;
+    let mut out = Map::new();
+    let mut failed = false;
+    for ((id, _), r) in sessions.iter().zip(results) {
+        let v = match r {
+            Ok(Ok(g)) => json!({"generation": g}),
+            Ok(Err(e)) => {
+                failed = true;
+                json!({"error": e})
+            }
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        out.insert(id.clone(), v);
+    }
+    let status = if failed {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    Ok(HttpResponse::build(status).json(json!({"sessions": out})))
+}
+
+#[derive(Deserialize, Default)]
+struct CreateSession {
+    #[serde(default)]
+    extensions: HashMap<String, bool>,
+}
+
+async fn create_session(
+    state: web::Data<AppState>,
+    body: Option<web::Json<CreateSession>>,
+) -> Result<HttpResponse, ApiError> {
+    let choice = body.and_then(|b| b.extensions.get("mcp").copied());
+    let ext = load_extensions(state.home.clone()).await?;
+    let n = state.next_session.fetch_add(1, Ordering::Relaxed);
+    let id = format!("s{n}-{:08x}", rand::random::<u32>());
+    let (comp, shared, events) =
+        Composition::new(id.clone(), state.runtime.clone(), choice, ext.mcp_enabled());
+    let addr = comp.start();
+    let handle = SessionHandle {
+        addr: addr.clone(),
+        shared,
+        events,
+        follows_default: choice.is_none(),
+    };
+    if let Ok(mut s) = state.sessions.write() {
+        s.insert(id.clone(), handle);
+    }
+    let r = addr.send(Reload::default()).await.map_err(mailbox)?;
+    let view = addr.send(GetView).await.map_err(mailbox)?;
+    let mut body = serde_json::to_value(&view).unwrap_or(json!({}));
+    if let (Err(e), Some(m)) = (r, body.as_object_mut()) {
+        m.insert("error".into(), Value::from(e));
+    }
+    Ok(HttpResponse::Created().json(body))
+}
+
+fn session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+    state
+        .sessions
+        .read()
+        .ok()
+        .and_then(|s| s.get(id).cloned())
+        .ok_or_else(|| ApiError::not_found("session"))
+}
+
+async fn get_session(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let view = s.addr.send(GetView).await.map_err(mailbox)?;
+    Ok(HttpResponse::Ok().json(view))
+}
+
+async fn delete_session(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let s = state
+        .sessions
+        .write()
+        .ok()
+        .and_then(|mut m| m.remove(path.as_str()))
+        .ok_or_else(|| ApiError::not_found("session"))?;
+    let _ = s.addr.send(CloseSession).await;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+async fn put_session_extension(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<EnabledBody>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let r = s
+        .addr
+        .send(Reload {
+            choice: Some(Some(body.enabled)),
+            default_enabled: None,
+        })
+        .await
+        .map_err(mailbox)?;
+    match r {
+        Ok(_) => {
+            let view = s.addr.send(GetView).await.map_err(mailbox)?;
+            Ok(HttpResponse::Ok().json(view))
+        }
+        Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "preparation_failed", e)),
+    }
+}
+
+fn tool_json(t: &crate::advertise::AdvertisedTool) -> Value {
+    json!({
+        "name": t.name,
+        "description": t.description,
+        "inputSchema": t.input_schema,
+        "server": t.server,
+    })
+}
+
+async fn list_tools(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
+    let tools: Vec<Value> = snap.table.tools.iter().map(|t| tool_json(t)).collect();
+    Ok(HttpResponse::Ok().json(json!({"generation": snap.table.generation, "tools": tools})))
+}
+
+async fn get_tool(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, name) = path.into_inner();
+    let s = session(&state, &id)?;
+    let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
+    let t = snap
+        .table
+        .lookup(&name)
+        .ok_or_else(|| ApiError::not_found("tool"))?;
+    Ok(HttpResponse::Ok().json(tool_json(t)))
+}
+
+#[derive(Deserialize, Default)]
+struct CallBody {
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+async fn call_tool(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: Option<web::Json<CallBody>>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, name) = path.into_inner();
+    let s = session(&state, &id)?;
+    let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
+    let tool = snap.table.lookup(&name).cloned().ok_or_else(|| {
+        let mut e = ApiError::new(StatusCode::NOT_FOUND, "no_such_tool", format!("no tool {name:?} in this session"));
+        e.extra = Some(json!({"outcome": "not_run"}));
+        e
+    })?;
+    let args = body
+        .and_then(|b| b.into_inner().arguments)
+        .unwrap_or_else(|| json!({}));
+    if !args.is_object() {
+        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "`arguments` must be an object");
+        e.extra = Some(json!({"outcome": "not_run"}));
+        return Err(e);
+    }
+    let target = match &tool.kind {
+        ToolKind::Tool { tool } => CallTarget::Tool {
+            name: tool.clone(),
+            arguments: args,
+        },
+        ToolKind::ReadResource => match args.get("uri").and_then(Value::as_str) {
+            Some(uri) => CallTarget::ReadResource { uri: uri.to_owned() },
+            None => {
+                let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "read_resource needs a string `uri`");
+                e.extra = Some(json!({"outcome": "not_run"}));
+                return Err(e);
+            }
+        },
+        ToolKind::GetPrompt => match args.get("name").and_then(Value::as_str) {
+            Some(n) => CallTarget::GetPrompt {
+                name: n.to_owned(),
+                arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
+            },
+            None => {
+                let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "get_prompt needs a string `name`");
+                e.extra = Some(json!({"outcome": "not_run"}));
+                return Err(e);
+            }
+        },
+    };
+    let conn = snap.conns.get(&tool.server).cloned().ok_or_else(|| {
+        let mut e = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("server {:?} has no connection in this session", tool.server),
+        );
+        e.extra = Some(json!({"outcome": "not_run"}));
+        e
+    })?;
+    let r = conn.send(Call(target)).await;
+    match r {
+        Ok(Ok(Value::Object(mut result))) => {
+            result.insert("outcome".into(), Value::from("ok"));
+            Ok(HttpResponse::Ok().json(Value::Object(result)))
+        }
+        Ok(Ok(other)) => Ok(HttpResponse::Ok().json(json!({"outcome": "ok", "result": other}))),
+        Ok(Err(e)) => Err(call_error(e)),
+        Err(e) => {
+            let mut err = mailbox(e);
+            err.extra = Some(json!({"outcome": "unknown"}));
+            Err(err)
+        }
+    }
+}
+
+fn call_error(e: CallError) -> ApiError {
+    let (status, code) = match &e {
+        CallError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        CallError::NotRun { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_run"),
+        CallError::Unknown { .. } => (StatusCode::BAD_GATEWAY, "outcome_unknown"),
+        CallError::Server { .. } => (StatusCode::BAD_GATEWAY, "server_error"),
+        CallError::Invalid { .. } => (StatusCode::BAD_GATEWAY, "invalid_result"),
+        CallError::NoSuchTool(_) => (StatusCode::NOT_FOUND, "no_such_tool"),
+    };
+    let mut err = ApiError::new(status, code, e.to_string());
+    let mut extra = json!({"outcome": e.outcome()});
+    if let CallError::Server { error, .. } = &e {
+        extra["rpc"] = serde_json::to_value(error).unwrap_or(Value::Null);
+    }
+    err.extra = Some(extra);
+    err
+}
+
+#[derive(Deserialize)]
+struct ActivityBody {
+    kind: String,
+}
+
+async fn activity(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<ActivityBody>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let turn_end = match body.kind.as_str() {
+        "submit" => false,
+        "turn_end" => true,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("unknown activity kind {other:?} (use submit or turn_end)"),
+            ))
+        }
+    };
+    let a = s.addr.send(Activity { turn_end }).await.map_err(mailbox)?;
+    Ok(HttpResponse::Ok().json(a))
+}
+
+async fn events(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let rx = s.events.subscribe();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(ev) => {
+                    let data = serde_json::to_string(&ev).unwrap_or_default();
+                    let chunk = web::Bytes::from(format!("event: {}\ndata: {}\n\n", ev.kind, data));
+                    return Some((Ok::<_, actix_web::Error>(chunk), rx));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .streaming(stream))
+}
+
+pub type SharedState = Arc<AppState>;

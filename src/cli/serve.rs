@@ -1,0 +1,113 @@
+//! `albedo-mcp serve`: start the actors and the HTTP API, and shut down cleanly on SIGINT or
+//! SIGTERM, closing every connection (which ends every stdio server process).
+
+use crate::actors::connection::ConnContext;
+use crate::actors::registry::{CloseAll, Registry};
+use crate::actors::runtime::Runtime;
+use crate::api::{self, AppState};
+use crate::store::daemon_config::{albedo_home, DaemonConfig};
+use actix::prelude::*;
+use actix_web::{web, App, HttpServer};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot create {path}: {source}")]
+    Home {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] crate::store::daemon_config::ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the launcher is not available: {0}")]
+    Launcher(String),
+    #[error("the server failed: {0}")]
+    Server(#[source] std::io::Error),
+}
+
+pub fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ALBEDO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), ServeError> {
+    let home = albedo_home();
+    std::fs::create_dir_all(&home).map_err(|source| ServeError::Home {
+        path: home.display().to_string(),
+        source,
+    })?;
+    let cfg = DaemonConfig::load(&home)?;
+    init_logging(&cfg.log_format);
+    let listen = listen.unwrap_or_else(|| cfg.listen.clone());
+    let launcher = crate::transport::stdio::default_launcher()
+        .map_err(|e| ServeError::Launcher(e.to_string()))?;
+    let system = actix::System::new();
+    system.block_on(async move {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(1, 8);
+        let registry = Registry::new(threads).start();
+        let ctx = ConnContext {
+            launcher,
+            http: None,
+        };
+        let runtime = Runtime {
+            home: home.clone(),
+            registry: registry.clone(),
+            ctx,
+        }
+        .start();
+        let state = web::Data::new(AppState {
+            home: home.clone(),
+            runtime,
+            sessions: RwLock::new(HashMap::new()),
+            settings_lock: Mutex::new(()),
+            next_session: AtomicU64::new(1),
+        });
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .app_data(api::json_config())
+                .configure(api::routes)
+        })
+        .workers(threads.min(4))
+        .shutdown_timeout(3)
+        .bind(&listen)
+        .map_err(|source| ServeError::Bind {
+            addr: listen.clone(),
+            source,
+        })?;
+        let addrs = server.addrs();
+        let shown: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        tracing::info!(home = %home.display(), "albedo-mcp listening on http://{}", shown.join(", "));
+        if let Some(f) = ready_file {
+            let _ = crate::store::files::write_atomic(&f, shown.join("\n").as_bytes(), 0o644);
+        }
+        let result = server.run().await;
+        let open = registry.send(CloseAll).await.unwrap_or(0);
+        tracing::info!(connections = open, "albedo-mcp stopped; connections closed");
+        // Give actors a moment to drop their transports (the launchers end the servers).
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let _ = Arc::new(());
+        result.map_err(ServeError::Server)
+    })
+}
