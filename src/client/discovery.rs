@@ -36,7 +36,13 @@ pub async fn discover(
     };
     let templates = async {
         if want("resources") {
-            match list_all(client, "resources/templates/list", "resourceTemplates", timeout).await
+            match list_all(
+                client,
+                "resources/templates/list",
+                "resourceTemplates",
+                timeout,
+            )
+            .await
             {
                 Err(RpcError::Server(e)) if e.code == jsonrpc::METHOD_NOT_FOUND => Ok(Vec::new()),
                 r => r,
@@ -81,7 +87,11 @@ pub async fn list_all(
         match result.get_mut(key).map(Value::take) {
             Some(Value::Array(items)) => out.extend(items),
             Some(Value::Null) | None => {}
-            Some(_) => return Err(RpcError::Invalid(format!("{method}: `{key}` is not a list"))),
+            Some(_) => {
+                return Err(RpcError::Invalid(format!(
+                    "{method}: `{key}` is not a list"
+                )))
+            }
         }
         cursor = match result.get_mut("nextCursor").map(Value::take) {
             None | Some(Value::Null) => return Ok(out),

@@ -59,7 +59,11 @@ fn classify_discover(r: Result<Value, RpcError>) -> Result<Verdict, HandshakeErr
             let versions: Option<Vec<String>> = result
                 .get("supportedVersions")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                });
             match versions {
                 // An empty `{}` (a mock that answers every method) is no discovery.
                 None => Ok(Verdict::Legacy),
@@ -121,7 +125,9 @@ fn hello_from_initialize(result: &Value) -> Result<ServerHello, HandshakeError> 
     let v = result
         .get("protocolVersion")
         .and_then(Value::as_str)
-        .ok_or_else(|| HandshakeError::Invalid("initialize result has no protocolVersion".into()))?;
+        .ok_or_else(|| {
+            HandshakeError::Invalid("initialize result has no protocolVersion".into())
+        })?;
     if !era::legacy_accepted(v) {
         return Err(HandshakeError::UnsupportedVersion(v.to_owned()));
     }
@@ -142,7 +148,10 @@ fn remaining(deadline: Instant) -> Duration {
 
 /// Find the era and open the connection. On success the client's era is set and, for an
 /// older server, `notifications/initialized` has been accepted.
-pub async fn handshake(client: &McpClient, timeout: Duration) -> Result<ServerHello, HandshakeError> {
+pub async fn handshake(
+    client: &McpClient,
+    timeout: Duration,
+) -> Result<ServerHello, HandshakeError> {
     let deadline = Instant::now() + timeout;
     let modern = ProtocolVersion::modern();
     let stdio = client.transport_kind() == Some(TransportKind::Stdio);
@@ -171,7 +180,8 @@ pub async fn handshake(client: &McpClient, timeout: Duration) -> Result<ServerHe
         },
         None => {
             // The probe stays open; initialize joins it. First answer as its era expects wins.
-            let (iid, mut irx) = client.start_request_as("initialize", Some(initialize_params()), None)?;
+            let (iid, mut irx) =
+                client.start_request_as("initialize", Some(initialize_params()), None)?;
             let mut disc_open = true;
             let sleep = tokio::time::sleep(remaining(deadline));
             tokio::pin!(sleep);
@@ -214,6 +224,7 @@ pub async fn handshake(client: &McpClient, timeout: Duration) -> Result<ServerHe
             }
         }
     };
+    client.set_protocol(hello.protocol.clone());
     Ok(hello)
 }
 

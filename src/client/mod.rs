@@ -100,7 +100,11 @@ impl InboundSink for Sink {
 
 impl McpClient {
     /// A client without a transport yet, and the sink to give the transport.
-    pub fn new() -> (McpClient, Arc<dyn InboundSink>, mpsc::UnboundedReceiver<ClientEvent>) {
+    pub fn new() -> (
+        McpClient,
+        Arc<dyn InboundSink>,
+        mpsc::UnboundedReceiver<ClientEvent>,
+    ) {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             transport: OnceLock::new(),
@@ -164,8 +168,9 @@ impl McpClient {
         if let Some(t) = self.inner.transport.get() {
             t.close();
         }
-        self.inner
-            .fail_all("the connection was closed".to_owned());
+        self.inner.fail_all(TransportError::Closed(
+            "the connection was closed".to_owned(),
+        ));
     }
 
     /// Send a request and wait for its result.
@@ -215,7 +220,10 @@ impl McpClient {
         let pv = as_version.or(self.inner.era.get());
         let modern = pv.map(|p| p.era == Era::Modern).unwrap_or(false);
         let params = if modern {
-            Some(with_meta(params, pv.map(|p| p.version.as_str()).unwrap_or("")))
+            Some(with_meta(
+                params,
+                pv.map(|p| p.version.as_str()).unwrap_or(""),
+            ))
         } else {
             params
         };
@@ -380,11 +388,11 @@ impl Inner {
         self.pending.lock().ok().and_then(|mut p| p.remove(id))
     }
 
-    fn fail_all(&self, reason: String) {
+    fn fail_all(&self, error: TransportError) {
         self.is_closed.store(true, Ordering::Release);
         if let Ok(mut c) = self.closed.lock() {
             if c.is_none() {
-                *c = Some(reason.clone());
+                *c = Some(error.to_string());
             }
         }
         let drained: Vec<_> = match self.pending.lock() {
@@ -392,7 +400,12 @@ impl Inner {
             Err(_) => Vec::new(),
         };
         for (_, tx) in drained {
-            let _ = tx.send(Err(RpcError::Lost(TransportError::Lost(reason.clone()))));
+            let e = if error.maybe_delivered() {
+                RpcError::Lost(error.clone())
+            } else {
+                RpcError::NotSent(error.clone())
+            };
+            let _ = tx.send(Err(e));
         }
     }
 
@@ -414,7 +427,9 @@ impl Inner {
                 } else {
                     Err(ErrorObject::new(
                         jsonrpc::METHOD_NOT_FOUND,
-                        format!("Method not found: {method} (this client declares no capabilities)"),
+                        format!(
+                            "Method not found: {method} (this client declares no capabilities)"
+                        ),
                     ))
                 };
                 let body = Message::Response { id, result }.to_bytes();
@@ -469,7 +484,7 @@ impl Inner {
             }
             Inbound::Closed(error) => {
                 let reason = error.to_string();
-                self.fail_all(reason.clone());
+                self.fail_all(error);
                 let _ = self.events.send(ClientEvent::Closed(reason));
             }
         }

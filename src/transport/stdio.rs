@@ -76,7 +76,10 @@ impl StdioTransport {
         let (ctl_read, ctl_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
         let mut cmd = Command::new(&spec.launcher);
-        cmd.arg("launch").arg("--").arg(&spec.command).args(&spec.args);
+        cmd.arg("launch")
+            .arg("--")
+            .arg(&spec.command)
+            .args(&spec.args);
         cmd.env_clear().envs(&spec.env);
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
@@ -161,12 +164,16 @@ impl StdioTransport {
                 .lock()
                 .map(|g| g.trim().to_owned())
                 .unwrap_or_default();
-            let reason = match (status.and_then(|s| s.code()), detail.is_empty()) {
-                (Some(127), false) => detail.trim_start_matches("albedo-mcp launch: ").to_owned(),
-                (Some(code), _) => format!("the server process exited with status {code}"),
-                (None, _) => "the server closed its output".to_owned(),
+            let error = match (status.and_then(|s| s.code()), detail.is_empty()) {
+                (Some(127), false) => TransportError::Spawn(
+                    detail.trim_start_matches("albedo-mcp launch: ").to_owned(),
+                ),
+                (Some(code), _) => {
+                    TransportError::Lost(format!("the server process exited with status {code}"))
+                }
+                (None, _) => TransportError::Lost("the server closed its output".to_owned()),
             };
-            sink.deliver(Inbound::Closed(TransportError::Lost(reason)));
+            sink.deliver(Inbound::Closed(error));
             // Reap the launcher whenever it ends.
             let _ = child.wait().await;
         });

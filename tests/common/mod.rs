@@ -1,0 +1,246 @@
+//! Shared test harness: start the real daemon binary on a temporary `$ALBEDO_HOME`, talk to
+//! its HTTP API, and find the real peers installed by `tests/peers/install.sh`.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn peers() -> PathBuf {
+    std::env::var_os("ALBEDO_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".peers"))
+}
+
+pub fn venv_python() -> String {
+    peers().join("venv/bin/python").display().to_string()
+}
+
+pub fn everything_js() -> String {
+    peers()
+        .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .display()
+        .to_string()
+}
+
+pub fn filesystem_js() -> String {
+    peers()
+        .join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+        .display()
+        .to_string()
+}
+
+pub fn fixture(name: &str) -> String {
+    repo()
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+pub fn server_script(name: &str) -> String {
+    repo()
+        .join("tests/servers")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+pub fn launcher() -> String {
+    env!("CARGO_BIN_EXE_albedo-mcp").to_owned()
+}
+
+/// A stdio server definition running a fixture with the venv's python.
+pub fn fixture_server(name: &str, extra: &[&str]) -> Value {
+    let mut args = vec![fixture(name)];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    json!({"type": "stdio", "command": venv_python(), "args": args})
+}
+
+/// A running daemon on its own home folder; killed when dropped.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub base: String,
+    pub home: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Start with `extensions.json` = `ext`.
+    pub fn start(ext: Value) -> Daemon {
+        Self::start_env(ext, &[])
+    }
+
+    pub fn start_env(ext: Value, env: &[(&str, &str)]) -> Daemon {
+        let home = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            home.path().join("extensions.json"),
+            serde_json::to_vec_pretty(&ext).unwrap(),
+        )
+        .unwrap();
+        Self::start_in(home, env)
+    }
+
+    pub fn start_in(home: tempfile::TempDir, env: &[(&str, &str)]) -> Daemon {
+        let ready = home.path().join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut cmd = Command::new(launcher());
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .env("ALBEDO_HOME", home.path())
+            .env("ALBEDO_LOG", "albedo_mcp=debug,info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(home.path().join("daemon.log"))
+                    .map(Stdio::from)
+                    .unwrap_or(Stdio::null()),
+            );
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start the daemon");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            if let Ok(s) = std::fs::read_to_string(&ready) {
+                if !s.is_empty() {
+                    break s.lines().next().unwrap_or("").to_owned();
+                }
+            }
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Daemon {
+            child: Some(child),
+            base: format!("http://{addr}"),
+            home,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Stop the daemon with a signal and wait for it; returns the exit status code.
+    pub fn stop(&mut self, signal: i32) -> Option<i32> {
+        let mut child = self.child.take()?;
+        unsafe {
+            libc_kill(child.id() as i32, signal);
+        }
+        child.wait().ok().and_then(|s| s.code())
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        response(ureq::get(&format!("{}{}", self.base, path)).call())
+    }
+
+    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        response(
+            ureq::post(&format!("{}{}", self.base, path))
+                .timeout(Duration::from_secs(120))
+                .send_json(body),
+        )
+    }
+
+    pub fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        response(ureq::put(&format!("{}{}", self.base, path)).send_json(body))
+    }
+
+    pub fn delete(&self, path: &str) -> u16 {
+        match ureq::delete(&format!("{}{}", self.base, path)).call() {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(s, _)) => s,
+            Err(e) => panic!("DELETE {path}: {e}"),
+        }
+    }
+
+    /// Create a session and return its id and view.
+    pub fn session(&self, body: Value) -> (String, Value) {
+        let (st, v) = self.post("/sessions", body);
+        assert_eq!(st, 201, "{v}");
+        (v["id"].as_str().unwrap().to_owned(), v)
+    }
+
+    pub fn tool_names(&self, id: &str) -> Vec<String> {
+        let (_, v) = self.get(&format!("/sessions/{id}/tools"));
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    pub fn call(&self, id: &str, tool: &str, args: Value) -> (u16, Value) {
+        self.post(
+            &format!("/sessions/{id}/tools/{tool}/call"),
+            json!({ "arguments": args }),
+        )
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop(15);
+    }
+}
+
+fn response(r: Result<ureq::Response, ureq::Error>) -> (u16, Value) {
+    match r {
+        Ok(r) => {
+            let st = r.status();
+            (st, r.into_json().unwrap_or(Value::Null))
+        }
+        Err(ureq::Error::Status(st, r)) => (st, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("request failed: {e}"),
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Whether a process exists (a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let state = s.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait until `f` holds or the time is up.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    f()
+}
+
+pub fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Lines a fixture logged (one JSON message each).
+pub fn logged(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
