@@ -1,9 +1,11 @@
 //! Storage: the daemon's configuration (`config.toml`), the `mcp` section of
 //! `extensions.json`, the credentials in `creds.json`, fingerprints, and atomic file writes.
 //!
-//! Owns: files under `$ALBEDO_HOME` and (later) the catalogue database. Must not touch:
-//! actors, the HTTP API, transports.
+//! Owns: files under `$ALBEDO_HOME` and the catalogue database (`catalogue`, `schema`,
+//! `migrations/`). Must not touch: actors, the HTTP API, transports.
 
+pub mod catalogue;
 pub mod daemon_config;
 pub mod files;
+pub mod schema;
 pub mod settings;

@@ -1,0 +1,956 @@
+//! Saved catalogues: the table `mcp_catalogues`, one row per server name, holding what
+//! discovery found last time (a [`Catalogue`] as JSON text) under the fingerprint of the
+//! server's configuration and credentials ([`ResolvedServer::fingerprint`]). A session that
+//! finds a saved catalogue for the current fingerprint advertises it at once instead of
+//! waiting on the server. No secret is stored here.
+//!
+//! The database is SQLite (bundled) by default and PostgreSQL when the daemon's
+//! `database_url` says `postgres://` or `postgresql://` and the binary was built with the
+//! cargo feature `postgres`. The schema comes from the embedded migrations in `migrations/`
+//! (portable SQL, run on open) and the queries are the same on both backends.
+//!
+//! The API is blocking (diesel is): actors call it through `tokio::task::spawn_blocking`,
+//! actix `web::block` or a `SyncArbiter`, never on an actor's own thread.
+//!
+//! Limits: a catalogue whose JSON is over [`MAX_CATALOGUE_BYTES`] (8 MiB) is refused by
+//! [`CatalogueStore::put`] with [`StoreError::TooLarge`]; the caller treats that server's
+//! catalogue as bad configuration. A row whose JSON no longer parses (corrupt, or written by
+//! an incompatible version) is an error from [`CatalogueStore::get`] and is skipped with a
+//! warning by [`CatalogueStore::get_all`]; the next successful discovery overwrites it.
+//!
+//! SQLite details: every pooled connection sets `busy_timeout` *before* switching to WAL
+//! (the other order gives "database is locked" under concurrency), then
+//! `synchronous = NORMAL`. Migrations run inside `BEGIN IMMEDIATE` so that two daemons
+//! opening the same file at once do not both create the table. On PostgreSQL they run in a
+//! transaction holding an advisory lock, for the same reason with several replicas.
+//!
+//! [`ResolvedServer::fingerprint`]: crate::store::settings::ResolvedServer::fingerprint
+
+use crate::protocol::model::Catalogue;
+use crate::store::schema::mcp_catalogues;
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, PoolError};
+use diesel::sqlite::SqliteConnection;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[cfg(feature = "postgres")]
+use diesel::pg::PgConnection;
+
+/// The largest catalogue saved, measured as its serialized JSON. Discovery follows at most
+/// 100 pages per list, so a real server stays far below it; a server that sends more is
+/// refused rather than stored (and the preparation that found it fails, naming the server).
+pub const MAX_CATALOGUE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The embedded migrations (`migrations/` at the top of the repository).
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
+
+/// How long a SQLite connection waits for another writer before giving up.
+const SQLITE_BUSY_TIMEOUT_MS: u64 = 10_000;
+/// The largest number of pooled connections (SQLite and PostgreSQL alike).
+const POOL_MAX_SIZE: u32 = 8;
+/// How long `get`, `put`... wait for a free pooled connection.
+const POOL_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Serializes the migrations of replicas sharing one PostgreSQL database ("albedo" in ASCII).
+#[cfg(feature = "postgres")]
+const PG_MIGRATION_LOCK: i64 = 0x616c_6265_646f;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "unsupported database URL {url:?}: expected a SQLite file path, sqlite://PATH, \
+         postgres://... or postgresql://..."
+    )]
+    UnsupportedUrl { url: String },
+    #[error(
+        "database URL {url:?} names PostgreSQL, but this albedo-mcp was built without \
+         PostgreSQL support (rebuild it with `--features postgres`)"
+    )]
+    PostgresNotBuilt { url: String },
+    #[error("cannot create the directory {path} for the catalogue database: {source}")]
+    CreateDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the catalogue database {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: diesel::ConnectionError,
+    },
+    #[error("cannot set up the catalogue database {url}: {source}")]
+    Setup {
+        url: String,
+        #[source]
+        source: diesel::result::Error,
+    },
+    #[error("cannot migrate the catalogue database {url}: {source}")]
+    Migration {
+        url: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot start the connection pool of the catalogue database {url}: {source}")]
+    Pool {
+        url: String,
+        #[source]
+        source: PoolError,
+    },
+    #[error("no connection to the catalogue database: {0}")]
+    Connection(#[source] PoolError),
+    #[error("catalogue database query failed: {0}")]
+    Query(#[from] diesel::result::Error),
+    #[error("cannot serialize the catalogue of server {server:?}: {source}")]
+    Serialize {
+        server: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "the catalogue of server {server:?} is {size} bytes of JSON, over the limit of {limit} \
+         bytes; it is not saved"
+    )]
+    TooLarge {
+        server: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("the saved catalogue of server {server:?} is corrupt: {source}")]
+    Corrupt {
+        server: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// A catalogue as saved: what discovery found, and the fingerprint it was found under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedCatalogue {
+    pub fingerprint: String,
+    pub catalogue: Catalogue,
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = mcp_catalogues)]
+struct Row {
+    server: String,
+    fingerprint: String,
+    catalogue: String,
+    // Read so that the select is the whole row; not part of the API (yet).
+    #[allow(dead_code)]
+    updated_at: i64,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = mcp_catalogues)]
+struct NewRow<'a> {
+    server: &'a str,
+    fingerprint: &'a str,
+    catalogue: &'a str,
+    updated_at: i64,
+}
+
+impl Row {
+    fn decode(self) -> Result<(String, SavedCatalogue), StoreError> {
+        match serde_json::from_str::<Catalogue>(&self.catalogue) {
+            Ok(catalogue) => Ok((
+                self.server,
+                SavedCatalogue {
+                    fingerprint: self.fingerprint,
+                    catalogue,
+                },
+            )),
+            Err(source) => Err(StoreError::Corrupt {
+                server: self.server,
+                source,
+            }),
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sqlite(Pool<ConnectionManager<SqliteConnection>>),
+    #[cfg(feature = "postgres")]
+    Postgres(Pool<ConnectionManager<PgConnection>>),
+}
+
+/// The saved catalogues. Cheap to clone (the clones share one connection pool); `Send` and
+/// `Sync`; every method blocks.
+#[derive(Clone)]
+pub struct CatalogueStore {
+    backend: Backend,
+}
+
+impl std::fmt::Debug for CatalogueStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogueStore")
+            .field("backend", &self.backend_name())
+            .finish()
+    }
+}
+
+/// Runs `$body` with `$conn` bound to a pooled connection of whichever backend the store
+/// uses. The queries are written once and compiled for each backend.
+macro_rules! with_conn {
+    ($store:expr, |$conn:ident| $body:expr) => {
+        match &$store.backend {
+            Backend::Sqlite(pool) => {
+                let mut pooled = pool.get().map_err(StoreError::Connection)?;
+                let $conn: &mut SqliteConnection = &mut pooled;
+                $body
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pool) => {
+                let mut pooled = pool.get().map_err(StoreError::Connection)?;
+                let $conn: &mut PgConnection = &mut pooled;
+                $body
+            }
+        }
+    };
+}
+
+/// What a `database_url` names.
+#[derive(Debug, PartialEq)]
+enum Target {
+    SqliteFile(String),
+    SqliteMemory,
+    Postgres,
+}
+
+fn classify(url: &str) -> Result<Target, StoreError> {
+    let unsupported = || StoreError::UnsupportedUrl { url: redact(url) };
+    let trimmed = url.trim();
+    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+        return Ok(Target::Postgres);
+    }
+    let path = if let Some(rest) = trimmed.strip_prefix("sqlite://") {
+        rest
+    } else if let Some(rest) = trimmed.strip_prefix("sqlite:") {
+        rest
+    } else if trimmed.contains("://") {
+        return Err(unsupported());
+    } else {
+        trimmed
+    };
+    match path {
+        "" => Err(unsupported()),
+        ":memory:" => Ok(Target::SqliteMemory),
+        p => Ok(Target::SqliteFile(p.to_owned())),
+    }
+}
+
+/// The URL with any password replaced, for messages.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            if u.set_password(Some("***")).is_ok() {
+                u.to_string()
+            } else {
+                "<database URL>".to_owned()
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The pragmas every SQLite connection gets. `busy_timeout` must come before WAL.
+#[derive(Debug)]
+struct SqlitePragmas {
+    wal: bool,
+}
+
+impl SqlitePragmas {
+    fn apply(&self, conn: &mut SqliteConnection) -> Result<(), diesel::result::Error> {
+        conn.batch_execute(&format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS};"))?;
+        if self.wal {
+            conn.batch_execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+        }
+        Ok(())
+    }
+}
+
+impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqlitePragmas {
+    fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
+        self.apply(conn).map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
+impl CatalogueStore {
+    /// Opens the catalogue database named by `database_url` and runs pending migrations.
+    ///
+    /// - a file path, `sqlite://PATH` or `sqlite:PATH`: bundled SQLite (the file and its
+    ///   directory are created when missing); `:memory:` is a private in-memory database;
+    /// - `postgres://...` or `postgresql://...`: PostgreSQL, when built with the cargo feature
+    ///   `postgres` (otherwise [`StoreError::PostgresNotBuilt`]);
+    /// - any other `scheme://`: [`StoreError::UnsupportedUrl`].
+    pub fn open(database_url: &str) -> Result<Self, StoreError> {
+        match classify(database_url)? {
+            Target::SqliteFile(path) => Self::open_sqlite_file(&path),
+            Target::SqliteMemory => Self::open_in_memory(),
+            Target::Postgres => Self::open_postgres(database_url.trim()),
+        }
+    }
+
+    /// A private in-memory SQLite database, for tests: one pooled connection that is never
+    /// recycled, so the data lives as long as the store and its clones.
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        let url = ":memory:";
+        let pool = Pool::builder()
+            .max_size(1)
+            .min_idle(Some(1))
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connection_timeout(POOL_CONNECTION_TIMEOUT)
+            .connection_customizer(Box::new(SqlitePragmas { wal: false }))
+            .build(ConnectionManager::<SqliteConnection>::new(url))
+            .map_err(|source| StoreError::Pool {
+                url: url.to_owned(),
+                source,
+            })?;
+        {
+            let mut conn = pool.get().map_err(StoreError::Connection)?;
+            migrate_sqlite(&mut conn, url)?;
+        }
+        Ok(CatalogueStore {
+            backend: Backend::Sqlite(pool),
+        })
+    }
+
+    fn open_sqlite_file(path: &str) -> Result<Self, StoreError> {
+        // `file:` URIs go to SQLite as they are; a plain path gets its directory created.
+        if !path.starts_with("file:") {
+            if let Some(dir) = Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                    path: PathBuf::from(dir).display().to_string(),
+                    source,
+                })?;
+            }
+        }
+        let pragmas = SqlitePragmas { wal: true };
+        // One direct connection first: a bad path fails at once with SQLite's own message
+        // (the pool would retry until its timeout), and the migrations run on it.
+        {
+            let mut conn =
+                SqliteConnection::establish(path).map_err(|source| StoreError::Connect {
+                    url: path.to_owned(),
+                    source,
+                })?;
+            pragmas
+                .apply(&mut conn)
+                .map_err(|source| StoreError::Setup {
+                    url: path.to_owned(),
+                    source,
+                })?;
+            migrate_sqlite(&mut conn, path)?;
+        }
+        let pool = Pool::builder()
+            .max_size(POOL_MAX_SIZE)
+            .min_idle(Some(1))
+            .connection_timeout(POOL_CONNECTION_TIMEOUT)
+            .connection_customizer(Box::new(pragmas))
+            .build(ConnectionManager::<SqliteConnection>::new(path))
+            .map_err(|source| StoreError::Pool {
+                url: path.to_owned(),
+                source,
+            })?;
+        Ok(CatalogueStore {
+            backend: Backend::Sqlite(pool),
+        })
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        Err(StoreError::PostgresNotBuilt { url: redact(url) })
+    }
+
+    #[cfg(feature = "postgres")]
+    fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        let shown = redact(url);
+        {
+            let mut conn = PgConnection::establish(url).map_err(|source| StoreError::Connect {
+                url: shown.clone(),
+                source,
+            })?;
+            conn.transaction(|conn| {
+                diesel::sql_query(format!("SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK})"))
+                    .execute(conn)?;
+                conn.run_pending_migrations(MIGRATIONS)?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })
+            .map_err(|source| StoreError::Migration {
+                url: shown.clone(),
+                source,
+            })?;
+        }
+        let pool = Pool::builder()
+            .max_size(POOL_MAX_SIZE)
+            .min_idle(Some(1))
+            .connection_timeout(POOL_CONNECTION_TIMEOUT)
+            .build(ConnectionManager::<PgConnection>::new(url))
+            .map_err(|source| StoreError::Pool { url: shown, source })?;
+        Ok(CatalogueStore {
+            backend: Backend::Postgres(pool),
+        })
+    }
+
+    /// `"sqlite"` or `"postgres"`, for logs.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The saved catalogue of `server`, if any. A row that no longer parses is
+    /// [`StoreError::Corrupt`].
+    pub fn get(&self, server: &str) -> Result<Option<SavedCatalogue>, StoreError> {
+        let row: Option<Row> = with_conn!(self, |conn| mcp_catalogues::table
+            .find(server)
+            .select(Row::as_select())
+            .first(conn)
+            .optional()?);
+        match row {
+            None => Ok(None),
+            Some(row) => row.decode().map(|(_, saved)| Some(saved)),
+        }
+    }
+
+    /// Every saved catalogue by server name. Corrupt rows are left out, each with a warning.
+    pub fn get_all(&self) -> Result<HashMap<String, SavedCatalogue>, StoreError> {
+        let rows: Vec<Row> = with_conn!(self, |conn| mcp_catalogues::table
+            .select(Row::as_select())
+            .load(conn)?);
+        let mut all = HashMap::with_capacity(rows.len());
+        for row in rows {
+            match row.decode() {
+                Ok((server, saved)) => {
+                    all.insert(server, saved);
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping a saved catalogue"),
+            }
+        }
+        Ok(all)
+    }
+
+    /// Saves `catalogue` as `server`'s, found under `fingerprint`, replacing what was saved.
+    /// Refused with [`StoreError::TooLarge`] over [`MAX_CATALOGUE_BYTES`] (the previous row
+    /// stays).
+    pub fn put(
+        &self,
+        server: &str,
+        fingerprint: &str,
+        catalogue: &Catalogue,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(catalogue).map_err(|source| StoreError::Serialize {
+            server: server.to_owned(),
+            source,
+        })?;
+        if json.len() > MAX_CATALOGUE_BYTES {
+            return Err(StoreError::TooLarge {
+                server: server.to_owned(),
+                size: json.len(),
+                limit: MAX_CATALOGUE_BYTES,
+            });
+        }
+        let row = NewRow {
+            server,
+            fingerprint,
+            catalogue: &json,
+            updated_at: now_ms(),
+        };
+        with_conn!(self, |conn| diesel::insert_into(mcp_catalogues::table)
+            .values(&row)
+            .on_conflict(mcp_catalogues::server)
+            .do_update()
+            .set((
+                mcp_catalogues::fingerprint.eq(row.fingerprint),
+                mcp_catalogues::catalogue.eq(row.catalogue),
+                mcp_catalogues::updated_at.eq(row.updated_at),
+            ))
+            .execute(conn)?);
+        Ok(())
+    }
+
+    /// Forgets `server`'s catalogue. Returns whether there was one.
+    pub fn delete(&self, server: &str) -> Result<bool, StoreError> {
+        let n = with_conn!(self, |conn| diesel::delete(
+            mcp_catalogues::table.find(server)
+        )
+        .execute(conn)?);
+        Ok(n > 0)
+    }
+}
+
+fn migrate_sqlite(conn: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
+    conn.immediate_transaction(|conn| {
+        conn.run_pending_migrations(MIGRATIONS)?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    })
+    .map_err(|source| StoreError::Migration {
+        url: url.to_owned(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::settings::{parse_mcp, resolve, Credentials};
+    use serde_json::json;
+
+    fn catalogue(tool: &str) -> Catalogue {
+        Catalogue {
+            tools: vec![json!({
+                "name": tool,
+                "description": "a tool",
+                "inputSchema": {"type": "object", "$defs": {"x": {"type": "string"}},
+                                "additionalProperties": false}
+            })],
+            resources: vec![json!({"uri": "file:///a", "name": "a"})],
+            resource_templates: vec![],
+            prompts: vec![json!({"name": "p"})],
+            capabilities: json!({"tools": {"listChanged": true}, "resources": {}}),
+            server_info: Some(json!({"name": "srv", "version": "1"})),
+            instructions: Some("use it".to_owned()),
+        }
+    }
+
+    /// Writes raw SQL through the store's own pool (tests only).
+    fn raw(store: &CatalogueStore, sql: &str) {
+        let done: Result<(), StoreError> = (|| {
+            with_conn!(store, |conn| conn.batch_execute(sql)?);
+            Ok(())
+        })();
+        done.expect("raw SQL");
+    }
+
+    #[test]
+    fn is_clone_send_sync() {
+        fn store<T: Clone + Send + Sync + 'static>() {}
+        fn error<T: std::error::Error + Send + Sync + 'static>() {}
+        store::<CatalogueStore>();
+        error::<StoreError>();
+    }
+
+    #[test]
+    fn round_trip_and_missing() {
+        let store = CatalogueStore::open_in_memory().unwrap();
+        assert_eq!(store.backend_name(), "sqlite");
+        assert_eq!(store.get("docs").unwrap(), None);
+        store.put("docs", "fp1", &catalogue("search")).unwrap();
+        let saved = store.get("docs").unwrap().unwrap();
+        assert_eq!(saved.fingerprint, "fp1");
+        assert_eq!(saved.catalogue, catalogue("search"));
+        // Schemas survive as sent.
+        assert_eq!(
+            saved.catalogue.tools[0]["inputSchema"]["additionalProperties"],
+            json!(false)
+        );
+        assert!(store.delete("docs").unwrap());
+        assert!(!store.delete("docs").unwrap());
+        assert_eq!(store.get("docs").unwrap(), None);
+    }
+
+    #[test]
+    fn upsert_replaces() {
+        let store = CatalogueStore::open_in_memory().unwrap();
+        store.put("docs", "fp1", &catalogue("one")).unwrap();
+        store.put("other", "fpx", &catalogue("x")).unwrap();
+        store.put("docs", "fp2", &catalogue("two")).unwrap();
+        let saved = store.get("docs").unwrap().unwrap();
+        assert_eq!(saved.fingerprint, "fp2");
+        assert_eq!(saved.catalogue, catalogue("two"));
+        let all = store.get_all().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all["docs"].fingerprint, "fp2");
+        assert_eq!(all["other"].catalogue, catalogue("x"));
+    }
+
+    #[test]
+    fn fingerprints_follow_configuration_and_secrets() {
+        let v = json!({"servers": {"docs": {"type": "stdio", "command": "docs-mcp",
+                                            "env": {"T": {"env": "DOCS_T"}}}}});
+        let settings = parse_mcp(Some(&v)).unwrap();
+        let with = |secret: &'static str| {
+            resolve(
+                &settings.servers[0],
+                &move |k: &str| (k == "DOCS_T").then(|| secret.to_owned()),
+                &Credentials::default(),
+            )
+            .unwrap()
+        };
+        let first = with("s3cret");
+        let store = CatalogueStore::open_in_memory().unwrap();
+        store
+            .put("docs", &first.fingerprint, &catalogue("search"))
+            .unwrap();
+        let saved = store.get("docs").unwrap().unwrap();
+        assert_eq!(saved.fingerprint, first.fingerprint);
+        assert_eq!(
+            with("s3cret").fingerprint,
+            saved.fingerprint,
+            "same configuration"
+        );
+        assert_ne!(
+            with("rotated").fingerprint,
+            saved.fingerprint,
+            "a new secret is a new fingerprint"
+        );
+        // No secret value is stored.
+        let mut all = String::new();
+        for (server, s) in store.get_all().unwrap() {
+            all += &format!("{server} {} {:?}", s.fingerprint, s.catalogue);
+        }
+        assert!(!all.contains("s3cret"));
+    }
+
+    #[test]
+    fn survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/albedo.db");
+        let path = path.to_str().unwrap();
+        {
+            let store = CatalogueStore::open(path).unwrap();
+            store.put("docs", "fp1", &catalogue("search")).unwrap();
+            store.put("gone", "fpg", &catalogue("x")).unwrap();
+            assert!(store.delete("gone").unwrap());
+        }
+        // The same file through the URL form; migrations are not run twice.
+        let store = CatalogueStore::open(&format!("sqlite://{path}")).unwrap();
+        let saved = store.get("docs").unwrap().unwrap();
+        assert_eq!(saved.fingerprint, "fp1");
+        assert_eq!(saved.catalogue, catalogue("search"));
+        assert_eq!(store.get("gone").unwrap(), None);
+        assert_eq!(store.get_all().unwrap().len(), 1);
+        // WAL is on.
+        #[derive(QueryableByName)]
+        struct Mode {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            journal_mode: String,
+        }
+        let mode: Vec<Mode> = (|| {
+            Ok::<_, StoreError>(with_conn!(store, |conn| diesel::sql_query(
+                "PRAGMA journal_mode"
+            )
+            .load::<Mode>(conn)?))
+        })()
+        .unwrap();
+        let mode: Vec<String> = mode.into_iter().map(|m| m.journal_mode).collect();
+        assert_eq!(mode, ["wal"]);
+    }
+
+    #[test]
+    fn concurrent_puts_from_threads_and_two_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("albedo.db");
+        let path = path.to_str().unwrap().to_owned();
+        // Two stores on one file stand for two daemons (or a daemon and its restart).
+        let a = CatalogueStore::open(&path).unwrap();
+        let b = CatalogueStore::open(&path).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let store = if t % 2 == 0 { a.clone() } else { b.clone() };
+                std::thread::spawn(move || {
+                    for i in 0..40 {
+                        let cat = catalogue(&format!("t{t}-{i}"));
+                        store.put(&format!("s{t}"), &format!("fp{i}"), &cat)?;
+                        store.put("shared", &format!("fp{t}-{i}"), &cat)?;
+                        store.get("shared")?;
+                        if i % 10 == 0 {
+                            store.get_all()?;
+                        }
+                    }
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let all = a.get_all().unwrap();
+        assert_eq!(all.len(), 9);
+        for t in 0..8 {
+            assert_eq!(all[&format!("s{t}")].fingerprint, "fp39");
+        }
+        assert_eq!(b.get_all().unwrap(), all);
+    }
+
+    #[test]
+    fn daemons_opening_a_fresh_file_at_once_migrate_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("albedo.db");
+        let path = path.to_str().unwrap().to_owned();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let store = CatalogueStore::open(&path)?;
+                    store.put(&format!("s{t}"), "fp", &catalogue("x"))?;
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        let store = CatalogueStore::open(&path).unwrap();
+        assert_eq!(store.get_all().unwrap().len(), 6);
+    }
+
+    #[test]
+    fn a_catalogue_over_the_limit_is_refused() {
+        let store = CatalogueStore::open_in_memory().unwrap();
+        store.put("big", "fp1", &catalogue("small")).unwrap();
+        let mut big = catalogue("huge");
+        big.tools[0]["description"] = json!("x".repeat(MAX_CATALOGUE_BYTES));
+        let err = store.put("big", "fp2", &big).unwrap_err();
+        assert!(
+            matches!(err, StoreError::TooLarge { ref server, size, limit }
+                if server == "big" && size > limit && limit == MAX_CATALOGUE_BYTES),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"big\"") && msg.contains(&MAX_CATALOGUE_BYTES.to_string()),
+            "{msg}"
+        );
+        // The previous catalogue stays.
+        assert_eq!(store.get("big").unwrap().unwrap().fingerprint, "fp1");
+        // Just under the limit is fine.
+        let base = serde_json::to_string(&catalogue("")).unwrap().len();
+        let mut edge = catalogue("");
+        edge.tools[0]["name"] = json!("y".repeat(MAX_CATALOGUE_BYTES - base));
+        assert_eq!(
+            serde_json::to_string(&edge).unwrap().len(),
+            MAX_CATALOGUE_BYTES
+        );
+        store.put("edge", "fp", &edge).unwrap();
+        assert_eq!(store.get("edge").unwrap().unwrap().catalogue, edge);
+    }
+
+    #[test]
+    fn a_corrupt_row_is_an_error_for_get_and_skipped_by_get_all() {
+        let store = CatalogueStore::open_in_memory().unwrap();
+        store.put("good", "fp1", &catalogue("a")).unwrap();
+        store.put("bad", "fp2", &catalogue("b")).unwrap();
+        raw(
+            &store,
+            "UPDATE mcp_catalogues SET catalogue = '{\"tools\": [' WHERE server = 'bad'",
+        );
+        let err = store.get("bad").unwrap_err();
+        assert!(
+            matches!(err, StoreError::Corrupt { ref server, .. } if server == "bad"),
+            "{err:?}"
+        );
+        assert!(std::error::Error::source(&err).is_some(), "cause kept");
+        assert!(err.to_string().contains("\"bad\""), "{err}");
+        let all = store.get_all().unwrap();
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["good"]);
+        // A wrong shape is corrupt too, and the next put repairs the row.
+        raw(
+            &store,
+            "UPDATE mcp_catalogues SET catalogue = '{\"tools\": 7}' WHERE server = 'bad'",
+        );
+        assert!(matches!(store.get("bad"), Err(StoreError::Corrupt { .. })));
+        store.put("bad", "fp3", &catalogue("b")).unwrap();
+        assert_eq!(store.get("bad").unwrap().unwrap().fingerprint, "fp3");
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            classify("/x/albedo.db").unwrap(),
+            Target::SqliteFile("/x/albedo.db".into())
+        );
+        assert_eq!(
+            classify("sqlite:///x/a.db").unwrap(),
+            Target::SqliteFile("/x/a.db".into())
+        );
+        assert_eq!(
+            classify("sqlite://rel.db").unwrap(),
+            Target::SqliteFile("rel.db".into())
+        );
+        assert_eq!(classify("sqlite::memory:").unwrap(), Target::SqliteMemory);
+        assert_eq!(classify("postgres://h/db").unwrap(), Target::Postgres);
+        assert_eq!(classify("postgresql://h/db").unwrap(), Target::Postgres);
+        for bad in ["", "sqlite://", "mysql://u@h/db", "http://x"] {
+            assert!(
+                matches!(classify(bad), Err(StoreError::UnsupportedUrl { .. })),
+                "{bad}"
+            );
+        }
+        let err = CatalogueStore::open("mysql://u:pw@h/db").unwrap_err();
+        assert!(
+            err.to_string().contains("mysql") && !err.to_string().contains("pw"),
+            "{err}"
+        );
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn postgres_without_the_feature_is_a_clear_error() {
+        let err = CatalogueStore::open("postgres://albedo:hunter2@127.0.0.1:1/albedo").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, StoreError::PostgresNotBuilt { .. }),
+            "{err:?}"
+        );
+        assert!(msg.contains("--features postgres"), "{msg}");
+        assert!(!msg.contains("hunter2"), "password redacted: {msg}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("albedo.db");
+        std::fs::write(&path, vec![b'z'; 4096]).unwrap();
+        let err = CatalogueStore::open(path.to_str().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("albedo.db"), "{err}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
+
+    /// The same checks on PostgreSQL: `ALBEDO_TEST_POSTGRES_URL=$(bash tests/peers/postgres.sh)
+    /// cargo test --features postgres --lib store::catalogue`.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_round_trip() {
+        let Ok(url) = std::env::var("ALBEDO_TEST_POSTGRES_URL") else {
+            eprintln!(
+                "note: ALBEDO_TEST_POSTGRES_URL is not set; skipping the PostgreSQL test \
+                 (start one with `bash tests/peers/postgres.sh`)"
+            );
+            return;
+        };
+        let store = CatalogueStore::open(&url).unwrap();
+        assert_eq!(store.backend_name(), "postgres");
+        // Opening again (a second replica) finds the migrations done.
+        let other = CatalogueStore::open(&url).unwrap();
+        // Several test runs may share the database: names unique to this run.
+        let run = format!("t{}x{}", std::process::id(), now_ms());
+        let name = |s: &str| format!("{run}-{s}");
+        assert_eq!(store.get(&name("docs")).unwrap(), None);
+        store.put(&name("docs"), "fp1", &catalogue("one")).unwrap();
+        store.put(&name("docs"), "fp2", &catalogue("two")).unwrap();
+        let saved = other.get(&name("docs")).unwrap().unwrap();
+        assert_eq!(saved.fingerprint, "fp2");
+        assert_eq!(saved.catalogue, catalogue("two"));
+        // Concurrent upserts through both pools.
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let store = if t % 2 == 0 {
+                    store.clone()
+                } else {
+                    other.clone()
+                };
+                let shared = name("shared");
+                let own = name(&format!("s{t}"));
+                std::thread::spawn(move || {
+                    for i in 0..20 {
+                        store.put(&own, &format!("fp{i}"), &catalogue("x"))?;
+                        store.put(&shared, &format!("fp{t}"), &catalogue("y"))?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        // Corrupt row: an error for get, skipped by get_all.
+        store.put(&name("bad"), "fp", &catalogue("b")).unwrap();
+        raw(
+            &store,
+            &format!(
+                "UPDATE mcp_catalogues SET catalogue = 'not json' WHERE server = '{}'",
+                name("bad")
+            ),
+        );
+        assert!(matches!(
+            store.get(&name("bad")),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let mine: HashMap<_, _> = store
+            .get_all()
+            .unwrap()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&run))
+            .collect();
+        assert_eq!(mine.len(), 8, "{:?}", mine.keys());
+        assert_eq!(mine[&name("s3")].fingerprint, "fp19");
+        let mut big = catalogue("huge");
+        big.tools[0]["description"] = json!("x".repeat(MAX_CATALOGUE_BYTES));
+        assert!(matches!(
+            store.put(&name("big"), "fp", &big),
+            Err(StoreError::TooLarge { .. })
+        ));
+        for k in mine.keys().chain([&name("bad")]) {
+            assert!(store.delete(k).unwrap());
+        }
+        assert_eq!(store.get(&name("docs")).unwrap(), None);
+    }
+
+    /// Replicas starting together on an empty database: the advisory lock makes one of them
+    /// migrate and the others wait (without it, `CREATE TABLE` races and all but one fail).
+    /// Each run gets its own schema, through libpq's `options` in the URL.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_replicas_migrate_a_fresh_database_once() {
+        let Ok(url) = std::env::var("ALBEDO_TEST_POSTGRES_URL") else {
+            eprintln!("note: ALBEDO_TEST_POSTGRES_URL is not set; skipping");
+            return;
+        };
+        let schema = format!("albedo_t{}x{}", std::process::id(), now_ms());
+        let admin = CatalogueStore::open(&url).unwrap();
+        raw(&admin, &format!("CREATE SCHEMA {schema}"));
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let scoped = format!("{url}{sep}options=-csearch_path%3D{schema}");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let (scoped, barrier) = (scoped.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let store = CatalogueStore::open(&scoped)?;
+                    store.put(&format!("s{t}"), "fp", &catalogue("x"))?;
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let count = CatalogueStore::open(&scoped)
+            .and_then(|s| s.get_all())
+            .map(|all| all.len());
+        raw(&admin, &format!("DROP SCHEMA {schema} CASCADE"));
+        for r in results {
+            r.unwrap();
+        }
+        assert_eq!(count.unwrap(), 4);
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_unreachable_is_a_clear_error() {
+        let err = CatalogueStore::open("postgres://albedo:hunter2@127.0.0.1:1/albedo").unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::Connect { .. }), "{err:?}");
+        assert!(!msg.contains("hunter2"), "password redacted: {msg}");
+    }
+}
