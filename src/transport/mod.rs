@@ -5,8 +5,11 @@
 //! actors, the HTTP API, storage. The client core (`crate::client`) drives a transport through
 //! the [`Transport`] trait and receives everything through an [`InboundSink`].
 
+pub mod http;
 pub mod launcher;
+pub mod sse;
 pub mod stdio;
+pub mod tls;
 
 use crate::protocol::{ErrorObject, Message, ProtocolVersion, RequestId};
 use bytes::Bytes;
@@ -39,7 +42,10 @@ pub struct Outbound {
 pub enum Inbound {
     Message(Message),
     /// A request's response will not come: its stream broke or was refused.
-    Lost { id: RequestId, error: TransportError },
+    Lost {
+        id: RequestId,
+        error: TransportError,
+    },
     /// The transport is gone: every request in flight is lost.
     Closed(TransportError),
 }
