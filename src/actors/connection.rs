@@ -206,9 +206,11 @@ impl Link {
                     .open(url, headers, sink)
                     .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?,
                 None => {
-                    return Err(HandshakeError::Rpc(RpcError::NotSent(TransportError::Connect(
-                        "HTTP servers are not available in this build".into(),
-                    ))))
+                    return Err(HandshakeError::Rpc(RpcError::NotSent(
+                        TransportError::Connect(
+                            "HTTP servers are not available in this build".into(),
+                        ),
+                    )))
                 }
             },
         };
@@ -223,6 +225,11 @@ impl Link {
         });
         match handshake::handshake(&client, self.startup_timeout()).await {
             Ok(h) => {
+                if h.protocol.era == crate::protocol::Era::Modern {
+                    if let Some(f) = crate::client::listen::filter(&h.capabilities) {
+                        actix::spawn(crate::client::listen::hold(client.clone(), f));
+                    }
+                }
                 if client.transport_kind() == Some(TransportKind::Http)
                     && h.protocol.era == crate::protocol::Era::Legacy
                 {
@@ -251,10 +258,9 @@ impl Link {
         let mut map = HashMap::new();
         if client.transport_kind() == Some(TransportKind::Http) {
             for t in &cat.tools {
-                if let (Some(name), Some(schema)) = (
-                    t.get("name").and_then(Value::as_str),
-                    t.get("inputSchema"),
-                ) {
+                if let (Some(name), Some(schema)) =
+                    (t.get("name").and_then(Value::as_str), t.get("inputSchema"))
+                {
                     if let Ok(hs) = crate::protocol::headers::param_headers(schema) {
                         if !hs.is_empty() {
                             map.insert(name.to_owned(), hs);

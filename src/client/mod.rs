@@ -9,6 +9,7 @@
 
 pub mod discovery;
 pub mod handshake;
+pub mod listen;
 
 use crate::protocol::era::{Era, ProtocolVersion};
 use crate::protocol::headers::{self, ParamHeader};
@@ -80,6 +81,10 @@ struct Inner {
     era: OnceLock<ProtocolVersion>,
     events: mpsc::UnboundedSender<ClientEvent>,
     stats: ClientStats,
+    /// The open `subscriptions/listen` request, closed with the client.
+    listen_id: Mutex<Option<RequestId>>,
+    /// Notifications heard on subscriptions (to tell a silent attempt from a useful one).
+    listen_heard: AtomicU64,
 }
 
 /// A cheap handle on one connection to one server; clones share it.
@@ -115,6 +120,8 @@ impl McpClient {
             era: OnceLock::new(),
             events: tx,
             stats: ClientStats::default(),
+            listen_id: Mutex::new(None),
+            listen_heard: AtomicU64::new(0),
         });
         let sink: Arc<dyn InboundSink> = Arc::new(Sink(Arc::downgrade(&inner)));
         (McpClient { inner }, sink, rx)
@@ -165,12 +172,26 @@ impl McpClient {
 
     /// Close the transport (stdio: EOF, SIGTERM, SIGKILL; HTTP: DELETE the session).
     pub fn close(&self) {
+        let listen = self.inner.listen_id.lock().ok().and_then(|mut g| g.take());
+        if let Some(id) = listen {
+            self.cancel(&id, "the client is closing");
+        }
         if let Some(t) = self.inner.transport.get() {
             t.close();
         }
         self.inner.fail_all(TransportError::Closed(
             "the connection was closed".to_owned(),
         ));
+    }
+
+    pub(crate) fn set_listen_id(&self, id: Option<RequestId>) {
+        if let Ok(mut g) = self.inner.listen_id.lock() {
+            *g = id;
+        }
+    }
+
+    pub(crate) fn listen_heard(&self) -> u64 {
+        self.inner.listen_heard.load(Ordering::Relaxed)
     }
 
     /// Send a request and wait for its result.
@@ -443,6 +464,14 @@ impl Inner {
                 }
             }
             Inbound::Message(Message::Notification { method, params }) => {
+                if params
+                    .as_ref()
+                    .and_then(|p| p.get("_meta"))
+                    .and_then(|m| m.get("io.modelcontextprotocol/subscriptionId"))
+                    .is_some()
+                {
+                    self.listen_heard.fetch_add(1, Ordering::Relaxed);
+                }
                 let kind = match method.as_str() {
                     "notifications/tools/list_changed" => Some("tools"),
                     "notifications/resources/list_changed" => Some("resources"),

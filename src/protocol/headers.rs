@@ -153,7 +153,10 @@ mod tests {
     #[test]
     fn encodes_values_as_the_spec_says() {
         assert_eq!(encode_value("us-west1"), "us-west1");
-        assert_eq!(encode_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(
+            encode_value("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
         assert_eq!(encode_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
         assert_eq!(encode_value("a\nb"), "=?base64?YQpi?=");
         assert_eq!(encode_value("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
@@ -169,15 +172,20 @@ mod tests {
             "opts":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}});
         let hs = param_headers(&ok).unwrap();
         assert_eq!(hs.len(), 2);
-        assert!(hs.contains(&ParamHeader { name: "N".into(), path: vec!["opts".into(), "n".into()] }));
-        let number = json!({"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}});
+        assert!(hs.contains(&ParamHeader {
+            name: "N".into(),
+            path: vec!["opts".into(), "n".into()]
+        }));
+        let number =
+            json!({"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}});
         assert!(param_headers(&number).is_err());
         let dup = json!({"type":"object","properties":{
             "a":{"type":"string","x-mcp-header":"A"},"b":{"type":"string","x-mcp-header":"a"}}});
         assert!(param_headers(&dup).is_err());
         let items = json!({"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}});
         assert!(param_headers(&items).is_err());
-        let bad_token = json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A B"}}});
+        let bad_token =
+            json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A B"}}});
         assert!(param_headers(&bad_token).is_err());
         let empty = json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}});
         assert!(param_headers(&empty).is_err());

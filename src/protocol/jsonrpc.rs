@@ -302,7 +302,13 @@ mod tests {
     #[test]
     fn parses_each_kind() {
         let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
-        assert!(matches!(m, Message::Request { id: RequestId::Number(1), .. }));
+        assert!(matches!(
+            m,
+            Message::Request {
+                id: RequestId::Number(1),
+                ..
+            }
+        ));
         let m = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
             .unwrap();
         assert!(matches!(m, Message::Notification { .. }));
@@ -333,7 +339,11 @@ mod tests {
             b"\xff\xfe",
             b"",
         ] {
-            assert!(Message::parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                Message::parse(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -342,7 +352,9 @@ mod tests {
         let b = request_bytes(&RequestId::Number(7), "tools/list", None);
         let m = Message::parse(&b).unwrap();
         assert_eq!(m.to_bytes(), b);
-        let batch = parse_batch(br#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":1,"result":1}]"#).unwrap();
+        let batch =
+            parse_batch(br#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":1,"result":1}]"#)
+                .unwrap();
         assert_eq!(batch.len(), 2);
     }
 }

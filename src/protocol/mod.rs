@@ -4,6 +4,7 @@
 //! Owns: pure data and pure functions. Must not touch: I/O, processes, actors, storage; it
 //! imports nothing else from this crate.
 
+pub mod backoff;
 pub mod era;
 pub mod headers;
 pub mod jsonrpc;
