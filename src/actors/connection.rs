@@ -250,13 +250,14 @@ impl Link {
     async fn discover(self: &Rc<Self>) -> Result<Catalogue, HandshakeError> {
         let (client, hello) = self.client().await?;
         let cat = discovery::discover(&client, &hello, self.startup_timeout()).await?;
-        self.learn_headers(&client, &cat);
+        self.learn_headers(&cat);
         Ok(cat)
     }
 
-    fn learn_headers(&self, client: &McpClient, cat: &Catalogue) {
+    /// Which arguments each tool mirrors into `Mcp-Param-*` headers (HTTP only).
+    fn learn_headers(&self, cat: &Catalogue) {
         let mut map = HashMap::new();
-        if client.transport_kind() == Some(TransportKind::Http) {
+        if matches!(self.server.transport, ResolvedTransport::Http { .. }) {
             for t in &cat.tools {
                 if let (Some(name), Some(schema)) =
                     (t.get("name").and_then(Value::as_str), t.get("inputSchema"))
@@ -534,8 +535,9 @@ impl Handler<Watch> for Connection {
 
     fn handle(&mut self, msg: Watch, ctx: &mut Self::Context) {
         self.owner = Some(msg.owner);
-        if msg.known.is_some() {
-            self.known = msg.known;
+        if let Some(k) = msg.known {
+            self.link.learn_headers(&k);
+            self.known = Some(k);
         }
         if msg.dial_now {
             self.background_discovery(ctx);

@@ -8,6 +8,7 @@
 pub mod composition;
 pub mod connection;
 pub mod registry;
+pub mod retry;
 pub mod runtime;
 
 pub use connection::{CallError, CallTarget};

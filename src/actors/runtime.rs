@@ -6,7 +6,9 @@
 use super::connection::{Close, ConnContext, Connection, Discover};
 use super::registry::{Registry, StartConnection};
 use crate::protocol::model::Catalogue;
+use crate::store::catalogue::{CatalogueStore, SavedCatalogue};
 use crate::store::settings::{self, Credentials, ExtensionsFile, ServerConfig, SettingsError};
+use std::collections::HashMap;
 use actix::prelude::*;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -72,6 +74,8 @@ pub struct Runtime {
     pub home: PathBuf,
     pub registry: Addr<Registry>,
     pub ctx: ConnContext,
+    /// Saved catalogues; `None` runs without persistence (tests of the actors alone).
+    pub store: Option<CatalogueStore>,
 }
 
 impl Actor for Runtime {
@@ -92,14 +96,13 @@ impl Handler<Prepare> for Runtime {
         let home = self.home.clone();
         let registry = self.registry.clone();
         let cctx = self.ctx.clone();
-        Box::pin(async move { prepare(home, registry, cctx, msg.enabled).await })
+        let store = self.store.clone();
+        Box::pin(async move { prepare(home, registry, cctx, store, msg.enabled, None).await })
     }
 }
 
 /// Read the settings: the extension's default and the `mcp` section.
-pub async fn read_settings(
-    home: PathBuf,
-) -> Result<(ExtensionsFile, Credentials), PrepareError> {
+pub async fn read_settings(home: PathBuf) -> Result<(ExtensionsFile, Credentials), PrepareError> {
     tokio::task::spawn_blocking(move || {
         Ok::<_, SettingsError>((ExtensionsFile::load(&home)?, Credentials::load(&home)?))
     })
@@ -108,11 +111,58 @@ pub async fn read_settings(
     .map_err(PrepareError::from)
 }
 
+async fn load_saved(store: &Option<CatalogueStore>) -> HashMap<String, SavedCatalogue> {
+    let Some(store) = store.clone() else {
+        return HashMap::new();
+    };
+    match tokio::task::spawn_blocking(move || store.get_all()).await {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot read saved catalogues; discovering every server");
+            HashMap::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading saved catalogues failed");
+            HashMap::new()
+        }
+    }
+}
+
+/// Save a catalogue; one over the size limit is an error that fails preparation.
+pub async fn save_catalogue(
+    store: &Option<CatalogueStore>,
+    server: &str,
+    fingerprint: &str,
+    catalogue: Arc<Catalogue>,
+) -> Result<(), PrepareError> {
+    let Some(store) = store.clone() else {
+        return Ok(());
+    };
+    let (server, fp) = (server.to_owned(), fingerprint.to_owned());
+    let r = tokio::task::spawn_blocking(move || store.put(&server, &fp, &catalogue)).await;
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e @ crate::store::catalogue::StoreError::TooLarge { .. })) => {
+            Err(PrepareError::Settings(e.to_string()))
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot save a catalogue");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "saving a catalogue failed");
+            Ok(())
+        }
+    }
+}
+
 async fn prepare(
     home: PathBuf,
     registry: Addr<Registry>,
     cctx: ConnContext,
+    store: Option<CatalogueStore>,
     enabled: bool,
+    only: Option<Vec<String>>,
 ) -> Result<Prepared, PrepareError> {
     let (ext, creds) = read_settings(home).await?;
     let mcp = ext.mcp()?;
@@ -133,6 +183,11 @@ async fn prepare(
     let mut resolved = Vec::new();
     let mut servers = Vec::new();
     for cfg in &mcp.servers {
+        if let Some(only) = &only {
+            if !only.contains(&cfg.name) {
+                continue;
+            }
+        }
         if !cfg.enabled {
             servers.push(PreparedServer {
                 config: cfg.clone(),
@@ -148,7 +203,13 @@ async fn prepare(
         }
         resolved.push(Arc::new(settings::resolve(cfg, &env, &creds)?));
     }
-    // Start and discover all of them in parallel.
+    // A server heard from before (same fingerprint) is advertised from its saved catalogue
+    // and dialled in the background; the others are started and discovered in parallel.
+    let saved = if only.is_some() {
+        HashMap::new()
+    } else {
+        load_saved(&store).await
+    };
     let mut pending = Vec::new();
     for r in resolved {
         let addr = registry
@@ -158,6 +219,19 @@ async fn prepare(
             })
             .await
             .map_err(|e| PrepareError::Settings(format!("the registry is gone: {e}")))?;
+        if let Some(s) = saved.get(&r.config.name).filter(|s| s.fingerprint == r.fingerprint) {
+            servers.push(PreparedServer {
+                config: r.config.clone(),
+                fingerprint: r.fingerprint.clone(),
+                addr: Some(addr),
+                catalogue: Some(Arc::new(s.catalogue.clone())),
+                state: ServerState::Connected,
+                warning: None,
+                http: matches!(r.config.transport, settings::TransportConfig::Http { .. }),
+                saved: true,
+            });
+            continue;
+        }
         pending.push(async move {
             let res = addr.send(Discover).await;
             (r, addr, res)
@@ -170,6 +244,18 @@ async fn prepare(
             Ok(Err(e)) => Err(e),
             Err(e) => Err(format!("the connection actor is gone: {e}")),
         };
+        if let Ok(cat) = &outcome {
+            if let Err(e) = save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await {
+                // A catalogue over the size limit is bad configuration: nothing is swapped in.
+                for s in &servers {
+                    if let Some(a) = &s.addr {
+                        a.do_send(Close);
+                    }
+                }
+                addr.do_send(Close);
+                return Err(e);
+            }
+        }
         match outcome {
             Ok(cat) => servers.push(PreparedServer {
                 config: r.config.clone(),
@@ -204,10 +290,53 @@ async fn prepare(
             }
         }
     }
+    servers.sort_by(|a, b| a.config.name.cmp(&b.config.name));
     Ok(Prepared {
         enabled,
         servers,
         warnings,
         retry_ms: mcp.retry_ms,
     })
+}
+
+/// Try the named servers again (those left out of a session): each is started and
+/// discovered like a server never heard from.
+#[derive(Message)]
+#[rtype(result = "Result<Prepared, PrepareError>")]
+pub struct Probe {
+    pub servers: Vec<String>,
+}
+
+impl Handler<Probe> for Runtime {
+    type Result = ResponseFuture<Result<Prepared, PrepareError>>;
+
+    fn handle(&mut self, msg: Probe, _ctx: &mut Self::Context) -> Self::Result {
+        let home = self.home.clone();
+        let registry = self.registry.clone();
+        let cctx = self.ctx.clone();
+        let store = self.store.clone();
+        Box::pin(async move { prepare(home, registry, cctx, store, true, Some(msg.servers)).await })
+    }
+}
+
+/// Save a catalogue a connection discovered after preparation (list_changed, a redial).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SaveCatalogue {
+    pub server: String,
+    pub fingerprint: String,
+    pub catalogue: Arc<Catalogue>,
+}
+
+impl Handler<SaveCatalogue> for Runtime {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: SaveCatalogue, _ctx: &mut Self::Context) -> Self::Result {
+        let store = self.store.clone();
+        Box::pin(async move {
+            if let Err(e) = save_catalogue(&store, &msg.server, &msg.fingerprint, msg.catalogue).await {
+                tracing::warn!(server = %msg.server, error = %e, "the new catalogue was not saved");
+            }
+        })
+    }
 }

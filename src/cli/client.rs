@@ -7,7 +7,10 @@ fn block<F: std::future::Future<Output = i32>>(f: F) -> i32 {
 async fn get(url: String) -> Result<serde_json::Value, String> {
     let client = awc::Client::default();
     let mut r = client.get(&url).send().await.map_err(|e| e.to_string())?;
-    r.json::<serde_json::Value>().limit(64 << 20).await.map_err(|e| e.to_string())
+    r.json::<serde_json::Value>()
+        .limit(64 << 20)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 pub fn status(daemon: &str) -> i32 {
@@ -19,7 +22,10 @@ pub fn status(daemon: &str) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!("albedo-mcp: the daemon at {} does not answer: {e}", "that address");
+                eprintln!(
+                    "albedo-mcp: the daemon at {} does not answer: {e}",
+                    "that address"
+                );
                 1
             }
         }
@@ -36,11 +42,17 @@ pub fn tools(daemon: &str) -> i32 {
                 .send_json(&serde_json::json!({}))
                 .await
                 .map_err(|e| e.to_string())?;
-            r.json::<serde_json::Value>().await.map_err(|e| e.to_string())
+            r.json::<serde_json::Value>()
+                .await
+                .map_err(|e| e.to_string())
         }
         .await;
         let id = match created {
-            Ok(v) => v.get("id").and_then(|x| x.as_str()).unwrap_or("").to_owned(),
+            Ok(v) => v
+                .get("id")
+                .and_then(|x| x.as_str())
+                .unwrap_or("")
+                .to_owned(),
             Err(e) => {
                 eprintln!("albedo-mcp: cannot create a session: {e}");
                 return 1;
@@ -48,7 +60,12 @@ pub fn tools(daemon: &str) -> i32 {
         };
         match get(format!("{base}/sessions/{id}/tools")).await {
             Ok(v) => {
-                for t in v.get("tools").and_then(|t| t.as_array()).into_iter().flatten() {
+                for t in v
+                    .get("tools")
+                    .and_then(|t| t.as_array())
+                    .into_iter()
+                    .flatten()
+                {
                     println!("{}", t.get("name").and_then(|n| n.as_str()).unwrap_or(""));
                 }
                 let _ = client.delete(format!("{base}/sessions/{id}")).send().await;

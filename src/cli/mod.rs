@@ -8,7 +8,11 @@ pub mod serve;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "albedo-mcp", version, about = "Connects agent sessions to MCP servers")]
+#[command(
+    name = "albedo-mcp",
+    version,
+    about = "Connects agent sessions to MCP servers"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -29,6 +29,8 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Store(#[from] crate::store::catalogue::StoreError),
     #[error("the launcher is not available: {0}")]
     Launcher(String),
     #[error("the server failed: {0}")]
@@ -59,6 +61,7 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
     let listen = listen.unwrap_or_else(|| cfg.listen.clone());
     let launcher = crate::transport::stdio::default_launcher()
         .map_err(|e| ServeError::Launcher(e.to_string()))?;
+    let store = crate::store::catalogue::CatalogueStore::open(&cfg.database_url(&home))?;
     let system = actix::System::new();
     system.block_on(async move {
         let threads = std::thread::available_parallelism()
@@ -74,6 +77,7 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
             home: home.clone(),
             registry: registry.clone(),
             ctx,
+            store: Some(store),
         }
         .start();
         let state = web::Data::new(AppState {
