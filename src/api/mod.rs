@@ -58,7 +58,11 @@ impl ApiError {
         }
     }
     fn not_found(what: &str) -> Self {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no such {what}"))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no such {what}"),
+        )
     }
 }
 
@@ -107,10 +111,16 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/sessions", web::post().to(create_session))
         .route("/sessions/{id}", web::get().to(get_session))
         .route("/sessions/{id}", web::delete().to(delete_session))
-        .route("/sessions/{id}/extensions/mcp", web::put().to(put_session_extension))
+        .route(
+            "/sessions/{id}/extensions/mcp",
+            web::put().to(put_session_extension),
+        )
         .route("/sessions/{id}/tools", web::get().to(list_tools))
         .route("/sessions/{id}/tools/{name}", web::get().to(get_tool))
-        .route("/sessions/{id}/tools/{name}/call", web::post().to(call_tool))
+        .route(
+            "/sessions/{id}/tools/{name}/call",
+            web::post().to(call_tool),
+        )
         .route("/sessions/{id}/activity", web::post().to(activity))
         .route("/sessions/{id}/events", web::get().to(events));
 }
@@ -120,7 +130,12 @@ pub fn json_config() -> web::JsonConfig {
     web::JsonConfig::default()
         .limit(16 * 1024 * 1024)
         .error_handler(|err, _req| {
-            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", format!("invalid JSON body: {err}")).into()
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("invalid JSON body: {err}"),
+            )
+            .into()
         })
 }
 
@@ -132,7 +147,13 @@ async fn load_extensions(home: PathBuf) -> Result<ExtensionsFile, ApiError> {
     web::block(move || ExtensionsFile::load(&home))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings", e.to_string()))
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_settings",
+                e.to_string(),
+            )
+        })
 }
 
 async fn get_extensions(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
@@ -162,7 +183,13 @@ async fn put_extension(
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-    .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings", e.to_string()))?;
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_settings",
+            e.to_string(),
+        )
+    })?;
     let sessions: Vec<SessionHandle> = state
         .sessions
         .read()
@@ -358,7 +385,11 @@ async fn call_tool(
     let s = session(&state, &id)?;
     let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
     let tool = snap.table.lookup(&name).cloned().ok_or_else(|| {
-        let mut e = ApiError::new(StatusCode::NOT_FOUND, "no_such_tool", format!("no tool {name:?} in this session"));
+        let mut e = ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_such_tool",
+            format!("no tool {name:?} in this session"),
+        );
         e.extra = Some(json!({"outcome": "not_run"}));
         e
     })?;
@@ -366,7 +397,11 @@ async fn call_tool(
         .and_then(|b| b.into_inner().arguments)
         .unwrap_or_else(|| json!({}));
     if !args.is_object() {
-        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "`arguments` must be an object");
+        let mut e = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "`arguments` must be an object",
+        );
         e.extra = Some(json!({"outcome": "not_run"}));
         return Err(e);
     }
@@ -376,9 +411,15 @@ async fn call_tool(
             arguments: args,
         },
         ToolKind::ReadResource => match args.get("uri").and_then(Value::as_str) {
-            Some(uri) => CallTarget::ReadResource { uri: uri.to_owned() },
+            Some(uri) => CallTarget::ReadResource {
+                uri: uri.to_owned(),
+            },
             None => {
-                let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "read_resource needs a string `uri`");
+                let mut e = ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    "read_resource needs a string `uri`",
+                );
                 e.extra = Some(json!({"outcome": "not_run"}));
                 return Err(e);
             }
@@ -389,7 +430,11 @@ async fn call_tool(
                 arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
             },
             None => {
-                let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "get_prompt needs a string `name`");
+                let mut e = ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    "get_prompt needs a string `name`",
+                );
                 e.extra = Some(json!({"outcome": "not_run"}));
                 return Err(e);
             }

@@ -7,18 +7,20 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Launch { command, args } => albedo_mcp::transport::launcher::run(&command, &args),
-        Command::Serve { listen, ready_file } => match albedo_mcp::cli::serve::run(listen, ready_file) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("albedo-mcp: {e}");
-                let mut src = std::error::Error::source(&e);
-                while let Some(s) = src {
-                    eprintln!("  caused by: {s}");
-                    src = s.source();
+        Command::Serve { listen, ready_file } => {
+            match albedo_mcp::cli::serve::run(listen, ready_file) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("albedo-mcp: {e}");
+                    let mut src = std::error::Error::source(&e);
+                    while let Some(s) = src {
+                        eprintln!("  caused by: {s}");
+                        src = s.source();
+                    }
+                    1
                 }
-                1
             }
-        },
+        }
         Command::Status { daemon } => albedo_mcp::cli::client::status(&daemon),
         Command::Tools { daemon } => albedo_mcp::cli::client::tools(&daemon),
     };

@@ -36,7 +36,9 @@ pub fn albedo_home() -> PathBuf {
     if let Some(h) = std::env::var_os("ALBEDO_HOME") {
         return PathBuf::from(h);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".albedo")
 }
 

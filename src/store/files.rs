@@ -13,10 +13,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
     let mode = std::fs::metadata(path)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(mode);
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file");
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -48,10 +45,16 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("creds.json");
         write_atomic(&p, b"{}", 0o600).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
         write_atomic(&p, b"{\"a\":1}", 0o600).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
         assert_eq!(std::fs::read(&p).unwrap(), b"{\"a\":1}");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }

@@ -157,10 +157,12 @@ impl ExtensionsFile {
 
     pub fn save(&self, home: &Path) -> Result<(), SettingsError> {
         let path = extensions_path(home);
-        let mut bytes = serde_json::to_vec_pretty(&Value::Object(self.raw.clone()))
-            .map_err(|source| SettingsError::Json {
-                path: path.display().to_string(),
-                source,
+        let mut bytes =
+            serde_json::to_vec_pretty(&Value::Object(self.raw.clone())).map_err(|source| {
+                SettingsError::Json {
+                    path: path.display().to_string(),
+                    source,
+                }
             })?;
         bytes.push(b'\n');
         write_atomic(&path, &bytes, 0o644).map_err(|source| SettingsError::Write {
@@ -201,22 +203,22 @@ pub fn parse_mcp(section: Option<&Value>) -> Result<McpSettings, SettingsError> 
     for (k, v) in obj {
         match k.as_str() {
             "servers" => {
-                let servers = v
-                    .as_object()
-                    .ok_or_else(|| SettingsError::Section("`mcp.servers` must be an object".into()))?;
+                let servers = v.as_object().ok_or_else(|| {
+                    SettingsError::Section("`mcp.servers` must be an object".into())
+                })?;
                 for (name, def) in servers {
-                    out.servers.push(parse_server(name, def, &mut out.warnings)?);
+                    out.servers
+                        .push(parse_server(name, def, &mut out.warnings)?);
                 }
             }
             "retryMs" => {
-                out.retry_ms = v
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| SettingsError::Section("`mcp.retryMs` must be a positive integer".into()))?
+                out.retry_ms = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                    SettingsError::Section("`mcp.retryMs` must be a positive integer".into())
+                })?
             }
-            other => out
-                .warnings
-                .push(format!("unknown field `mcp.{other}` in extensions.json is ignored")),
+            other => out.warnings.push(format!(
+                "unknown field `mcp.{other}` in extensions.json is ignored"
+            )),
         }
     }
     Ok(out)
@@ -257,7 +259,11 @@ fn string_list(server: &str, field: &str, v: &Value) -> Result<Vec<String>, Sett
         .ok_or_else(|| invalid(server, format!("`{field}` must be a list of strings")))
 }
 
-fn parse_server(name: &str, def: &Value, warnings: &mut Vec<String>) -> Result<ServerConfig, SettingsError> {
+fn parse_server(
+    name: &str,
+    def: &Value,
+    warnings: &mut Vec<String>,
+) -> Result<ServerConfig, SettingsError> {
     if !valid_server_name(name) {
         return Err(invalid(
             name,
@@ -283,10 +289,12 @@ fn parse_server(name: &str, def: &Value, warnings: &mut Vec<String>) -> Result<S
     let u64_field = |f: &str, default: u64| -> Result<u64, SettingsError> {
         match obj.get(f) {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| invalid(name, format!("`{f}` must be a positive integer (milliseconds)"))),
+            Some(v) => v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                invalid(
+                    name,
+                    format!("`{f}` must be a positive integer (milliseconds)"),
+                )
+            }),
         }
     };
     let common = [
@@ -314,20 +322,31 @@ fn parse_server(name: &str, def: &Value, warnings: &mut Vec<String>) -> Result<S
                     .ok_or_else(|| invalid(name, "`env` must be an object"))?;
                 for (k, v) in m {
                     if k.is_empty() || k.contains('=') || k.contains('\0') {
-                        return Err(invalid(name, format!("invalid environment variable name {k:?}")));
+                        return Err(invalid(
+                            name,
+                            format!("invalid environment variable name {k:?}"),
+                        ));
                     }
                     env.insert(k.clone(), secret_ref(name, &format!("env.{k}"), v)?);
                 }
             }
             for k in obj.keys() {
-                if !common.contains(&k.as_str()) && !["command", "args", "cwd", "env"].contains(&k.as_str()) {
+                if !common.contains(&k.as_str())
+                    && !["command", "args", "cwd", "env"].contains(&k.as_str())
+                {
                     warnings.push(format!("server {name:?}: unknown field `{k}` is ignored"));
                 }
             }
-            TransportConfig::Stdio { command, args, cwd, env }
+            TransportConfig::Stdio {
+                command,
+                args,
+                cwd,
+                env,
+            }
         }
         "http" => {
-            let url = str_field("url")?.ok_or_else(|| invalid(name, "an http server needs `url`"))?;
+            let url =
+                str_field("url")?.ok_or_else(|| invalid(name, "an http server needs `url`"))?;
             validate_url(name, &url)?;
             let bearer_token = str_field("bearerTokenEnvVar")?.map(SecretRef::Env);
             let mut headers = BTreeMap::new();
@@ -336,20 +355,35 @@ fn parse_server(name: &str, def: &Value, warnings: &mut Vec<String>) -> Result<S
                     .as_object()
                     .ok_or_else(|| invalid(name, "`headers` must be an object"))?;
                 for (k, v) in m {
-                    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+                    if k.is_empty()
+                        || !k
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                    {
                         return Err(invalid(name, format!("invalid header name {k:?}")));
                     }
                     headers.insert(k.clone(), secret_ref(name, &format!("headers.{k}"), v)?);
                 }
             }
             for k in obj.keys() {
-                if !common.contains(&k.as_str()) && !["url", "bearerTokenEnvVar", "headers"].contains(&k.as_str()) {
+                if !common.contains(&k.as_str())
+                    && !["url", "bearerTokenEnvVar", "headers"].contains(&k.as_str())
+                {
                     warnings.push(format!("server {name:?}: unknown field `{k}` is ignored"));
                 }
             }
-            TransportConfig::Http { url, bearer_token, headers }
+            TransportConfig::Http {
+                url,
+                bearer_token,
+                headers,
+            }
         }
-        other => return Err(invalid(name, format!("unknown type {other:?} (use `stdio` or `http`)"))),
+        other => {
+            return Err(invalid(
+                name,
+                format!("unknown type {other:?} (use `stdio` or `http`)"),
+            ))
+        }
     };
     let enabled = match obj.get("enabled") {
         None | Some(Value::Null) => true,
@@ -377,12 +411,16 @@ fn parse_server(name: &str, def: &Value, warnings: &mut Vec<String>) -> Result<S
 
 /// `http` or `https`, with a host, and neither userinfo nor a fragment.
 pub fn validate_url(server: &str, raw: &str) -> Result<url::Url, SettingsError> {
-    let u = url::Url::parse(raw).map_err(|e| invalid(server, format!("`url` is not a valid URL: {e}")))?;
+    let u = url::Url::parse(raw)
+        .map_err(|e| invalid(server, format!("`url` is not a valid URL: {e}")))?;
     if u.scheme() != "http" && u.scheme() != "https" {
         return Err(invalid(server, "`url` must use http or https"));
     }
     if !u.username().is_empty() || u.password().is_some() {
-        return Err(invalid(server, "`url` must not carry userinfo (put credentials in bearerTokenEnvVar or headers)"));
+        return Err(invalid(
+            server,
+            "`url` must not carry userinfo (put credentials in bearerTokenEnvVar or headers)",
+        ));
     }
     if u.fragment().is_some() || raw.contains('#') {
         return Err(invalid(server, "`url` must not carry a fragment"));
@@ -474,14 +512,21 @@ fn lookup(
     creds: &Credentials,
 ) -> Result<Secret, SettingsError> {
     match r {
-        SecretRef::Env(var) => env(var).map(Secret).ok_or_else(|| SettingsError::MissingVariable {
-            server: server.to_owned(),
-            var: var.clone(),
-        }),
+        SecretRef::Env(var) => env(var)
+            .map(Secret)
+            .ok_or_else(|| SettingsError::MissingVariable {
+                server: server.to_owned(),
+                var: var.clone(),
+            }),
         SecretRef::Stored(key) => creds
             .stored(server, key)
             .map(|s| Secret(s.to_owned()))
-            .ok_or_else(|| invalid(server, format!("the stored secret {key:?} is missing from creds.json"))),
+            .ok_or_else(|| {
+                invalid(
+                    server,
+                    format!("the stored secret {key:?} is missing from creds.json"),
+                )
+            }),
     }
 }
 
@@ -494,7 +539,12 @@ pub fn resolve(
     let name = &config.name;
     let mut secret_hash = Sha256::new();
     let transport = match &config.transport {
-        TransportConfig::Stdio { command, args, cwd, env: named } => {
+        TransportConfig::Stdio {
+            command,
+            args,
+            cwd,
+            env: named,
+        } => {
             let mut full = BTreeMap::new();
             for base in ["HOME", "PATH", "TMPDIR"] {
                 if let Some(v) = env(base) {
@@ -516,7 +566,11 @@ pub fn resolve(
                 env: full,
             }
         }
-        TransportConfig::Http { url, bearer_token, headers } => {
+        TransportConfig::Http {
+            url,
+            bearer_token,
+            headers,
+        } => {
             let url = validate_url(name, url)?;
             let mut hs = Vec::new();
             if let Some(r) = bearer_token {
@@ -524,7 +578,10 @@ pub fn resolve(
                 secret_hash.update(b"authorization\0");
                 secret_hash.update(v.expose().as_bytes());
                 secret_hash.update([0]);
-                hs.push(("Authorization".to_owned(), Secret(format!("Bearer {}", v.expose()))));
+                hs.push((
+                    "Authorization".to_owned(),
+                    Secret(format!("Bearer {}", v.expose())),
+                ));
             }
             for (k, r) in headers {
                 let v = lookup(name, r, env, creds)?;
@@ -572,16 +629,26 @@ mod tests {
         for (name, def) in [
             ("bad name", json!({"type":"stdio","command":"x"})),
             ("a__b", json!({"type":"stdio","command":"x"})),
-            ("ok", json!({"type":"http","url":"https://user:pw@example.com/mcp"})),
-            ("ok", json!({"type":"http","url":"https://example.com/mcp#frag"})),
+            (
+                "ok",
+                json!({"type":"http","url":"https://user:pw@example.com/mcp"}),
+            ),
+            (
+                "ok",
+                json!({"type":"http","url":"https://example.com/mcp#frag"}),
+            ),
             ("ok", json!({"type":"http","url":"ftp://example.com/"})),
-            ("ok", json!({"type":"stdio","command":"x","env":{"A":"inline"}})),
+            (
+                "ok",
+                json!({"type":"stdio","command":"x","env":{"A":"inline"}}),
+            ),
             ("ok", json!({"type":"stdio"})),
         ] {
             let v = json!({"servers": {name: def}});
             assert!(parse_mcp(Some(&v)).is_err(), "{name} {def}");
         }
-        let v = json!({"servers": {"ok": {"type":"stdio","command":"x","colour":"red"}}, "extra": 1});
+        let v =
+            json!({"servers": {"ok": {"type":"stdio","command":"x","colour":"red"}}, "extra": 1});
         let s = parse_mcp(Some(&v)).unwrap();
         assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
     }
@@ -593,9 +660,19 @@ mod tests {
         let err = resolve(&s.servers[0], &|_| None, &Credentials::default()).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("NOPE_VAR") && msg.contains("docs"), "{msg}");
-        let r = resolve(&s.servers[0], &|k| (k == "NOPE_VAR").then(|| "s3cret".to_owned()), &Credentials::default()).unwrap();
+        let r = resolve(
+            &s.servers[0],
+            &|k| (k == "NOPE_VAR").then(|| "s3cret".to_owned()),
+            &Credentials::default(),
+        )
+        .unwrap();
         assert!(!format!("{r:?}").contains("s3cret"));
-        let r2 = resolve(&s.servers[0], &|k| (k == "NOPE_VAR").then(|| "other".to_owned()), &Credentials::default()).unwrap();
+        let r2 = resolve(
+            &s.servers[0],
+            &|k| (k == "NOPE_VAR").then(|| "other".to_owned()),
+            &Credentials::default(),
+        )
+        .unwrap();
         assert_ne!(r.fingerprint, r2.fingerprint);
     }
 }
