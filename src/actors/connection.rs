@@ -44,6 +44,28 @@ pub trait HttpOpener: Send + Sync {
     ) -> Result<SharedTransport, TransportError>;
 }
 
+/// The HTTP transport with the daemon's TLS configuration.
+pub struct AwcOpener {
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl HttpOpener for AwcOpener {
+    fn open(
+        &self,
+        url: &url::Url,
+        headers: &[(String, crate::store::settings::Secret)],
+        sink: Arc<dyn crate::transport::InboundSink>,
+    ) -> Result<SharedTransport, TransportError> {
+        let spec = crate::transport::http::HttpSpec {
+            url: url.clone(),
+            headers: headers.to_vec(),
+            tls: self.tls.clone(),
+        };
+        let t: SharedTransport = crate::transport::http::HttpTransport::start(spec, sink)?;
+        Ok(t)
+    }
+}
+
 /// Why a call has no result, and whether the server may have acted on it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {

@@ -31,6 +31,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Store(#[from] crate::store::catalogue::StoreError),
+    #[error(transparent)]
+    Tls(#[from] crate::transport::tls::TlsError),
     #[error("the launcher is not available: {0}")]
     Launcher(String),
     #[error("the server failed: {0}")]
@@ -62,6 +64,7 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
     let launcher = crate::transport::stdio::default_launcher()
         .map_err(|e| ServeError::Launcher(e.to_string()))?;
     let store = crate::store::catalogue::CatalogueStore::open(&cfg.database_url(&home))?;
+    let tls = crate::transport::tls::client_config(&cfg.ca_files)?;
     let system = actix::System::new();
     system.block_on(async move {
         let threads = std::thread::available_parallelism()
@@ -71,7 +74,7 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         let registry = Registry::new(threads).start();
         let ctx = ConnContext {
             launcher,
-            http: None,
+            http: Some(Arc::new(crate::actors::connection::AwcOpener { tls })),
         };
         let runtime = Runtime {
             home: home.clone(),
@@ -111,7 +114,6 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         tracing::info!(connections = open, "albedo-mcp stopped; connections closed");
         // Give actors a moment to drop their transports (the launchers end the servers).
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let _ = Arc::new(());
         result.map_err(ServeError::Server)
     })
 }
