@@ -746,7 +746,16 @@ fn send_error(e: &SendRequestError) -> TransportError {
         SendRequestError::Connect(ConnectError::Disconnected) => {
             TransportError::Lost("the server closed the connection without answering".into())
         }
-        SendRequestError::Connect(c) => TransportError::Connect(c.to_string()),
+        SendRequestError::Connect(c) => {
+            let m = c.to_string();
+            if m.contains("certificate") {
+                TransportError::Connect(format!(
+                    "TLS: {m} (a server with a private CA needs that CA named in config.toml's ca_files)"
+                ))
+            } else {
+                TransportError::Connect(m)
+            }
+        }
         SendRequestError::Url(u) => TransportError::Connect(format!("invalid URL: {u}")),
         SendRequestError::Send(io) => {
             TransportError::Connect(format!("the request could not be written: {io}"))
