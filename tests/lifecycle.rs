@@ -9,14 +9,20 @@ use std::time::{Duration, Instant};
 fn slow(log: &std::path::Path, delay_ms: u64) -> Value {
     fixture_server(
         "slow_start.py",
-        &["--log", log.to_str().unwrap(), "--delay-ms", &delay_ms.to_string()],
+        &[
+            "--log",
+            log.to_str().unwrap(),
+            "--delay-ms",
+            &delay_ms.to_string(),
+        ],
     )
 }
 
 #[test]
 fn a_server_heard_from_before_is_never_waited_on_again() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {"slow": slow(log.path(), 1500)}}});
+    let ext =
+        json!({"enabled": {"mcp": true}, "mcp": {"servers": {"slow": slow(log.path(), 1500)}}});
     let mut d = Daemon::start(ext.clone());
     // First session: the server is new, so preparation waits for it.
     let t = Instant::now();
@@ -35,14 +41,20 @@ fn a_server_heard_from_before_is_never_waited_on_again() {
     let opened = t.elapsed();
     assert!(names.contains(&"mcp__slow__echo".to_owned()), "{view}");
     // Advertised from the saved catalogue before the server was sent anything.
-    assert!(logged(log.path()).is_empty(), "the server was already talked to");
+    assert!(
+        logged(log.path()).is_empty(),
+        "the server was already talked to"
+    );
     assert!(opened < Duration::from_millis(1500), "waited {opened:?}");
     // A call arriving first waits for the background dial, then runs.
     let (st, r) = d2.call(&id, "mcp__slow__echo", json!({"message": "first"}));
     assert_eq!(st, 200, "{r}");
     // The background discovery matched: no refresh, same generation.
     std::thread::sleep(Duration::from_millis(300));
-    let (_, a) = d2.post(&format!("/sessions/{id}/activity"), json!({"kind": "turn_end"}));
+    let (_, a) = d2.post(
+        &format!("/sessions/{id}/activity"),
+        json!({"kind": "turn_end"}),
+    );
     assert_eq!(a["refresh"], false, "{a}");
     assert_eq!(a["generation"], 1);
 }
@@ -50,7 +62,8 @@ fn a_server_heard_from_before_is_never_waited_on_again() {
 #[test]
 fn a_changed_configuration_is_discovered_during_preparation() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {"slow": slow(log.path(), 10)}}});
+    let mut ext =
+        json!({"enabled": {"mcp": true}, "mcp": {"servers": {"slow": slow(log.path(), 10)}}});
     let d = Daemon::start(ext.clone());
     let (_, _) = d.session(json!({}));
     // Change the server's configuration: a new fingerprint.
@@ -61,7 +74,9 @@ fn a_changed_configuration_is_discovered_during_preparation() {
     let (id, _) = d.session(json!({}));
     assert!(t.elapsed() >= Duration::from_millis(600));
     // Discovered during preparation: the server was talked to before the session opened.
-    assert!(logged(log.path()).iter().any(|m| m["method"] == "tools/list"));
+    assert!(logged(log.path())
+        .iter()
+        .any(|m| m["method"] == "tools/list"));
     assert!(d.tool_names(&id).contains(&"mcp__slow__echo".to_owned()));
 }
 
@@ -70,7 +85,10 @@ fn servers_are_prepared_in_parallel() {
     let dir = tempfile::tempdir().unwrap();
     let mut servers = serde_json::Map::new();
     for i in 0..6 {
-        servers.insert(format!("s{i}"), slow(&dir.path().join(format!("{i}.log")), 1000));
+        servers.insert(
+            format!("s{i}"),
+            slow(&dir.path().join(format!("{i}.log")), 1000),
+        );
     }
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}}));
     let t = Instant::now();
@@ -88,23 +106,43 @@ fn a_list_change_refreshes_the_session_after_the_next_turn() {
     let (id, _) = d.session(json!({}));
     let (_, before) = d.get(&format!("/sessions/{id}/tools"));
     let gen = before["generation"].as_u64().unwrap();
-    d.post(&format!("/sessions/{id}/activity"), json!({"kind": "submit"}));
+    d.post(
+        &format!("/sessions/{id}/activity"),
+        json!({"kind": "submit"}),
+    );
     // gzip-file-as-resource adds a resource and sends resources/list_changed.
-    let (st, r) = d.call(&id, "mcp__everything__gzip-file-as-resource",
-        json!({"name": "added.txt", "data": "data:text/plain;base64,aGVsbG8="}));
+    let (st, r) = d.call(
+        &id,
+        "mcp__everything__gzip-file-as-resource",
+        json!({"name": "added.txt", "data": "data:text/plain;base64,aGVsbG8="}),
+    );
     assert_eq!(st, 200, "{r}");
     std::thread::sleep(Duration::from_millis(800));
     // Mid-turn: nothing changes yet.
     let (_, mid) = d.get(&format!("/sessions/{id}/tools"));
     assert_eq!(mid["generation"].as_u64().unwrap(), gen);
-    let (_, a) = d.post(&format!("/sessions/{id}/activity"), json!({"kind": "turn_end"}));
+    let (_, a) = d.post(
+        &format!("/sessions/{id}/activity"),
+        json!({"kind": "turn_end"}),
+    );
     assert_eq!(a["refresh"], true, "{a}");
-    assert!(a["append_turn"].as_str().unwrap().contains("capabilities changed"));
+    assert!(a["append_turn"]
+        .as_str()
+        .unwrap()
+        .contains("capabilities changed"));
     let (_, after) = d.get(&format!("/sessions/{id}/tools"));
     assert_eq!(after["generation"].as_u64().unwrap(), gen + 1);
-    let rr = after["tools"].as_array().unwrap().iter()
-        .find(|t| t["name"] == "mcp__everything__read_resource").unwrap().clone();
-    assert!(rr["description"].as_str().unwrap().contains("added.txt"), "{rr}");
+    let rr = after["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__everything__read_resource")
+        .unwrap()
+        .clone();
+    assert!(
+        rr["description"].as_str().unwrap().contains("added.txt"),
+        "{rr}"
+    );
 }
 
 #[test]
@@ -128,7 +166,9 @@ fn a_killed_server_is_dialled_again_by_the_next_call() {
             Err(e) => panic!("{e}"),
         }
     });
-    assert!(wait_until(Duration::from_secs(5), || logged(log.path()).iter().any(|m| m["method"] == "tools/call")));
+    assert!(wait_until(Duration::from_secs(5), || logged(log.path())
+        .iter()
+        .any(|m| m["method"] == "tools/call")));
     unsafe { kill(pid, 9) };
     let (st, r) = inflight.join().unwrap();
     assert_eq!(st, 502, "{r}");
@@ -148,28 +188,51 @@ fn a_server_that_comes_back_joins_after_activity_and_the_next_turn() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("late.py");
     let log = dir.path().join("late.log");
-    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"retryMs": 300, "servers": {
+    let d = Daemon::start(
+        json!({"enabled": {"mcp": true}, "mcp": {"retryMs": 300, "servers": {
         "late": {"type": "stdio", "command": venv_python(),
                  "args": [script.display().to_string(), "--log", log.display().to_string()]},
-        "ok": fixture_server("exits_mid_call.py", &[])}}}));
+        "ok": fixture_server("exits_mid_call.py", &[])}}}),
+    );
     let (id, view) = d.session(json!({}));
-    let late = view["servers"].as_array().unwrap().iter().find(|s| s["name"] == "late").unwrap().clone();
+    let late = view["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "late")
+        .unwrap()
+        .clone();
     assert_eq!(late["state"], "left_out", "{view}");
     assert!(view["warnings"].to_string().contains("late"));
     // The server becomes startable. Without activity nothing probes it.
-    let src = std::fs::read_to_string(fixture("slow_start.py")).unwrap()
-        .replace("sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))",
-                 &format!("sys.path.insert(0, {:?})", repo().join("tests/fixtures").display().to_string()));
+    let src = std::fs::read_to_string(fixture("slow_start.py"))
+        .unwrap()
+        .replace(
+            "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))",
+            &format!(
+                "sys.path.insert(0, {:?})",
+                repo().join("tests/fixtures").display().to_string()
+            ),
+        );
     std::fs::write(&script, src).unwrap();
     std::thread::sleep(Duration::from_millis(700));
     assert!(!log.exists(), "probed without activity");
     // Activity after retryMs probes it; it joins only after the end of the next turn.
-    let (_, a) = d.post(&format!("/sessions/{id}/activity"), json!({"kind": "submit"}));
+    let (_, a) = d.post(
+        &format!("/sessions/{id}/activity"),
+        json!({"kind": "submit"}),
+    );
     assert_eq!(a["refresh"], false);
     assert!(wait_until(Duration::from_secs(10), || log.exists()));
     std::thread::sleep(Duration::from_millis(2500));
-    assert!(!d.tool_names(&id).contains(&"mcp__late__echo".to_owned()), "joined mid-turn");
-    let (_, a) = d.post(&format!("/sessions/{id}/activity"), json!({"kind": "turn_end"}));
+    assert!(
+        !d.tool_names(&id).contains(&"mcp__late__echo".to_owned()),
+        "joined mid-turn"
+    );
+    let (_, a) = d.post(
+        &format!("/sessions/{id}/activity"),
+        json!({"kind": "turn_end"}),
+    );
     assert_eq!(a["refresh"], true, "{a}");
     assert!(a["append_turn"].as_str().unwrap().contains("late"), "{a}");
     assert!(d.tool_names(&id).contains(&"mcp__late__echo".to_owned()));
@@ -193,14 +256,23 @@ fn a_bad_reload_keeps_the_previous_composition_serving() {
     assert_eq!(st, 200, "{r}");
     let (_, v) = d.get(&format!("/sessions/{id}"));
     assert_eq!(v["generation"], 1);
-    assert!(v["error"].as_str().unwrap().contains("ALBEDO_TEST_UNSET_VARIABLE"));
+    assert!(v["error"]
+        .as_str()
+        .unwrap()
+        .contains("ALBEDO_TEST_UNSET_VARIABLE"));
     // Disabling needs no server, so it succeeds, and closes every connection.
-    let (st, v) = d.put(&format!("/sessions/{id}/extensions/mcp"), json!({"enabled": false}));
+    let (st, v) = d.put(
+        &format!("/sessions/{id}/extensions/mcp"),
+        json!({"enabled": false}),
+    );
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["servers"].as_array().unwrap().len(), 0, "{v}");
     assert!(d.tool_names(&id).is_empty());
     // Turning it on again meets the bad configuration: refused, and it stays off.
-    let (st, r) = d.put(&format!("/sessions/{id}/extensions/mcp"), json!({"enabled": true}));
+    let (st, r) = d.put(
+        &format!("/sessions/{id}/extensions/mcp"),
+        json!({"enabled": true}),
+    );
     assert_eq!(st, 409, "{r}");
     let (_, v) = d.get(&format!("/sessions/{id}"));
     assert_eq!(v["enabled"], false, "{v}");

@@ -2,12 +2,12 @@
 //! started it under `actix::Supervisor`) and serves the next call, dialling again.
 
 mod common;
+use actix::prelude::*;
 use albedo_mcp::actors::connection::{
     Call, CallTarget, ConnContext, Discover, GetStatus, InjectPanic,
 };
 use albedo_mcp::actors::registry::{Registry, StartConnection};
 use albedo_mcp::store::settings::{parse_mcp, resolve, Credentials};
-use actix::prelude::*;
 use common::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -48,7 +48,11 @@ async fn a_panicking_connection_actor_is_restarted_and_serves_the_next_call() {
     tokio::time::sleep(Duration::from_millis(50)).await;
 
     // The same address serves the next call: the supervisor restarted the actor.
-    let r = conn.send(echo()).await.unwrap().expect("call after restart");
+    let r = conn
+        .send(echo())
+        .await
+        .unwrap()
+        .expect("call after restart");
     assert_eq!(r["content"][0]["text"], "hi", "{r}");
     let st = conn.send(GetStatus).await.unwrap();
     assert_eq!(st.restarts, 1);

@@ -180,7 +180,11 @@ impl Composition {
         };
         let me_names: Vec<String> = p.servers.iter().map(|s| s.config.name.clone()).collect();
         for j in joins {
-            match p.servers.iter_mut().find(|s| s.config.name == j.config.name) {
+            match p
+                .servers
+                .iter_mut()
+                .find(|s| s.config.name == j.config.name)
+            {
                 Some(slot) if slot.state == ServerState::LeftOut => {
                     names.push(j.config.name.clone());
                     *slot = j;
@@ -195,7 +199,8 @@ impl Composition {
                 }
             }
         }
-        p.warnings.retain(|w| !names.iter().any(|n| w.contains(&format!("{n:?}"))));
+        p.warnings
+            .retain(|w| !names.iter().any(|n| w.contains(&format!("{n:?}"))));
         names
     }
 
@@ -277,6 +282,7 @@ impl Handler<Reload> for Composition {
                                 act.default_enabled = prev_default;
                             }
                             let msg = e.to_string();
+                            tracing::warn!(session = %act.id, error = %msg, "preparation failed; the session keeps its previous composition");
                             act.last_error = Some(msg.clone());
                             act.emit("warning", format!("preparation failed: {msg}"));
                             Err(msg)
@@ -357,7 +363,11 @@ impl Handler<Activity> for Composition {
                 text.push_str(&format!(
                     " MCP server{} {} joined the session.",
                     if joined.len() == 1 { "" } else { "s" },
-                    joined.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+                    joined
+                        .iter()
+                        .map(|n| format!("{n:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
                 for n in &joined {
                     self.emit("join", format!("MCP server {n:?} joined the session"));
@@ -388,7 +398,10 @@ impl Handler<ServersJoined> for Composition {
             }
             self.emit(
                 "server_up",
-                format!("MCP server {:?} is back; it joins after the end of the next turn", s.config.name),
+                format!(
+                    "MCP server {:?} is back; it joins after the end of the next turn",
+                    s.config.name
+                ),
             );
             self.joins.push(s);
         }

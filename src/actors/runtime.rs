@@ -8,9 +8,9 @@ use super::registry::{Registry, StartConnection};
 use crate::protocol::model::Catalogue;
 use crate::store::catalogue::{CatalogueStore, SavedCatalogue};
 use crate::store::settings::{self, Credentials, ExtensionsFile, ServerConfig, SettingsError};
-use std::collections::HashMap;
 use actix::prelude::*;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -219,7 +219,10 @@ async fn prepare(
             })
             .await
             .map_err(|e| PrepareError::Settings(format!("the registry is gone: {e}")))?;
-        if let Some(s) = saved.get(&r.config.name).filter(|s| s.fingerprint == r.fingerprint) {
+        if let Some(s) = saved
+            .get(&r.config.name)
+            .filter(|s| s.fingerprint == r.fingerprint)
+        {
             servers.push(PreparedServer {
                 config: r.config.clone(),
                 fingerprint: r.fingerprint.clone(),
@@ -245,7 +248,9 @@ async fn prepare(
             Err(e) => Err(format!("the connection actor is gone: {e}")),
         };
         if let Ok(cat) = &outcome {
-            if let Err(e) = save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await {
+            if let Err(e) =
+                save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await
+            {
                 // A catalogue over the size limit is bad configuration: nothing is swapped in.
                 for s in &servers {
                     if let Some(a) = &s.addr {
@@ -334,7 +339,9 @@ impl Handler<SaveCatalogue> for Runtime {
     fn handle(&mut self, msg: SaveCatalogue, _ctx: &mut Self::Context) -> Self::Result {
         let store = self.store.clone();
         Box::pin(async move {
-            if let Err(e) = save_catalogue(&store, &msg.server, &msg.fingerprint, msg.catalogue).await {
+            if let Err(e) =
+                save_catalogue(&store, &msg.server, &msg.fingerprint, msg.catalogue).await
+            {
                 tracing::warn!(server = %msg.server, error = %e, "the new catalogue was not saved");
             }
         })

@@ -130,12 +130,13 @@ pub fn json_config() -> web::JsonConfig {
     web::JsonConfig::default()
         .limit(16 * 1024 * 1024)
         .error_handler(|err, _req| {
-            ApiError::new(
+            let mut e = ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "bad_request",
                 format!("invalid JSON body: {err}"),
-            )
-            .into()
+            );
+            e.extra = Some(json!({"outcome": "not_run"}));
+            e.into()
         })
 }
 

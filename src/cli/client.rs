@@ -22,10 +22,7 @@ pub fn status(daemon: &str) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!(
-                    "albedo-mcp: the daemon at {} does not answer: {e}",
-                    "that address"
-                );
+                eprintln!("albedo-mcp: the daemon does not answer: {e}");
                 1
             }
         }

@@ -76,7 +76,10 @@ pub async fn hold(client: McpClient, filter: Value) {
         match backoff.after_attempt(heard, None) {
             Some(wait) => tokio::time::sleep(wait).await,
             None => {
-                tracing::warn!("subscriptions/listen gave up after {} attempts that heard nothing", Backoff::MAX_SILENT_ATTEMPTS);
+                tracing::warn!(
+                    "subscriptions/listen gave up after {} attempts that heard nothing",
+                    Backoff::MAX_SILENT_ATTEMPTS
+                );
                 return;
             }
         }

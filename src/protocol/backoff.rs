@@ -52,7 +52,17 @@ mod tests {
         let secs: Vec<_> = waits.iter().map(|w| w.map(|d| d.as_secs())).collect();
         assert_eq!(
             secs,
-            vec![Some(1), Some(2), Some(4), Some(8), Some(16), Some(32), Some(60), Some(60), None]
+            vec![
+                Some(1),
+                Some(2),
+                Some(4),
+                Some(8),
+                Some(16),
+                Some(32),
+                Some(60),
+                Some(60),
+                None
+            ]
         );
     }
 

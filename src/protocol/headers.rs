@@ -10,12 +10,11 @@ const B64_SUFFIX: &str = "?=";
 /// Encode a header value: as-is when it is plain visible ASCII (spaces allowed inside),
 /// otherwise (or when it looks like the base64 marker) `=?base64?...?=`.
 pub fn encode_value(v: &str) -> String {
-    let plain = !v.is_empty()
-        && v.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !v.starts_with(' ')
-        && !v.ends_with(' ')
-        && !(v.starts_with(B64_PREFIX) && v.ends_with(B64_SUFFIX));
-    if plain || v.is_empty() {
+    let visible = v.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = v.starts_with(' ') || v.ends_with(' ');
+    let marker = v.starts_with(B64_PREFIX) && v.ends_with(B64_SUFFIX);
+    let plain = visible && !padded && !marker;
+    if plain {
         v.to_owned()
     } else {
         format!(
