@@ -7,6 +7,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/peers/env.sh
 bash tests/peers/install.sh   # idempotent; well under a second when everything is in place
 cargo test --all-targets 2>&1
+if [ -n "${ALBEDO_TEST_POSTGRES_URL:-}" ]; then
+  # The same catalogue store on PostgreSQL (a build with libpq).
+  cargo test --features postgres --lib store::catalogue 2>&1
+fi
 if [ -f tests/conformance.sh ]; then
   bash tests/conformance.sh
 fi
