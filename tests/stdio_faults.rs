@@ -211,6 +211,10 @@ fn garbage_and_oversized_lines_are_ignored_and_an_oversized_response_is_outcome_
         dl.contains("a response to no request in flight was ignored"),
         "no unknown-id response logged"
     );
+    // ... and counted, in the session view.
+    let (_, v) = d.get(&format!("/sessions/{id}"));
+    let ignored = v["servers"][0]["ignored_messages"].as_u64().unwrap_or(0);
+    assert!(ignored >= 3, "{v}");
 
     // A result under the cap comes through whole.
     let (st, r) = d.call(&id, "mcp__junk__big", json!({"bytes": 1 << 20}));

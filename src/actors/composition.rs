@@ -420,6 +420,7 @@ pub struct ServerView {
     pub warning: Option<String>,
     pub last_error: Option<String>,
     pub restarts: u32,
+    pub ignored_messages: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -498,6 +499,7 @@ impl Handler<GetView> for Composition {
                     warning: s.warning.clone(),
                     last_error: st.and_then(|x| x.last_error.clone()),
                     restarts: st.map(|x| x.restarts).unwrap_or(0),
+                    ignored_messages: st.map(|x| x.ignored_messages).unwrap_or(0),
                 });
                 match state {
                     ServerState::LeftOut | ServerState::Unavailable => context.push(format!(

@@ -127,6 +127,8 @@ pub struct ConnStatus {
     pub transport: &'static str,
     pub last_error: Option<String>,
     pub restarts: u32,
+    /// Unusable messages from the server, logged and ignored.
+    pub ignored_messages: u64,
 }
 
 /// Told to the composition when the catalogue differs from what it advertises.
@@ -146,9 +148,21 @@ struct Link {
     state: RefCell<LinkState>,
     last_error: RefCell<Option<String>>,
     headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
+    /// Ignored messages of clients already dropped.
+    ignored: std::cell::Cell<u64>,
 }
 
 impl Link {
+    fn ignored_messages(&self) -> u64 {
+        self.ignored.get()
+            + self
+                .client
+                .borrow()
+                .as_ref()
+                .map(|(c, _)| c.ignored_messages())
+                .unwrap_or(0)
+    }
+
     fn name(&self) -> &str {
         &self.server.config.name
     }
@@ -171,6 +185,7 @@ impl Link {
 
     fn drop_client(&self) {
         if let Some((c, _)) = self.client.borrow_mut().take() {
+            self.ignored.set(self.ignored.get() + c.ignored_messages());
             c.close();
         }
     }
@@ -398,6 +413,7 @@ impl Connection {
             state: RefCell::new(LinkState::Idle),
             last_error: RefCell::new(None),
             headers: RefCell::new(HashMap::new()),
+            ignored: std::cell::Cell::new(0),
         });
         Connection {
             server,
@@ -423,6 +439,7 @@ impl Connection {
             state: RefCell::new(LinkState::Idle),
             last_error: RefCell::new(None),
             headers: RefCell::new(HashMap::new()),
+            ignored: std::cell::Cell::new(0),
         });
         ctx.add_stream(tokio_stream_from(rx));
     }
@@ -617,6 +634,7 @@ impl Handler<GetStatus> for Connection {
             },
             last_error: self.link.last_error.borrow().clone(),
             restarts: self.restarts,
+            ignored_messages: self.link.ignored_messages(),
         })
     }
 }

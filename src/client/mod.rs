@@ -170,6 +170,18 @@ impl McpClient {
         &self.inner.stats
     }
 
+    /// Messages from the server that were logged and ignored: malformed or oversized ones,
+    /// and responses to no request in flight.
+    pub fn ignored_messages(&self) -> u64 {
+        self.inner.stats.unknown_responses.load(Ordering::Relaxed)
+            + self
+                .inner
+                .transport
+                .get()
+                .map(|t| t.ignored_messages())
+                .unwrap_or(0)
+    }
+
     /// Close the transport (stdio: EOF, SIGTERM, SIGKILL; HTTP: DELETE the session).
     pub fn close(&self) {
         let listen = self.inner.listen_id.lock().ok().and_then(|mut g| g.take());

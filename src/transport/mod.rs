@@ -75,6 +75,10 @@ pub trait Transport: Send + Sync {
     fn open_listen_stream(&self) {}
     /// Shut down: stdio runs the close sequence, HTTP sends `DELETE` for its session.
     fn close(&self);
+    /// How many unusable messages (malformed, oversized) the server sent so far.
+    fn ignored_messages(&self) -> u64 {
+        0
+    }
 }
 
 pub type SharedTransport = Arc<dyn Transport>;

@@ -289,6 +289,11 @@ impl Transport for StdioTransport {
         Ok(())
     }
 
+    fn ignored_messages(&self) -> u64 {
+        self.stats.malformed_lines.load(Ordering::Relaxed)
+            + self.stats.oversized_lines.load(Ordering::Relaxed)
+    }
+
     fn close(&self) {
         if let Ok(mut w) = self.writer.lock() {
             w.take();
