@@ -61,3 +61,46 @@ async fn a_panicking_connection_actor_is_restarted_and_serves_the_next_call() {
     assert_ne!(first_pid, second_pid);
     assert!(wait_until(Duration::from_secs(6), || !alive(first_pid)));
 }
+
+/// Mid-session: the session's composition keeps the same connection address across the
+/// restart, so the session keeps working and its view counts the restart.
+#[actix_rt::test]
+async fn a_session_keeps_working_after_its_connection_actor_panics() {
+    use albedo_mcp::actors::composition::{Composition, GetView, Reload};
+    use albedo_mcp::actors::runtime::Runtime;
+    let home = tempfile::tempdir().unwrap();
+    let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "fx": fixture_server("exits_mid_call.py", &[])}}});
+    std::fs::write(home.path().join("extensions.json"), ext.to_string()).unwrap();
+    let registry = Registry::new(1).start();
+    let runtime = Runtime {
+        home: home.path().to_path_buf(),
+        registry,
+        ctx: ConnContext {
+            launcher: launcher().into(),
+            http: None,
+        },
+        store: None,
+    }
+    .start();
+    let (comp, shared, _events) = Composition::new("t".into(), runtime, None, true);
+    let comp = comp.start();
+    assert_eq!(comp.send(Reload::default()).await.unwrap(), Ok(1));
+    let conn = shared.read().unwrap().conns.get("fx").cloned().unwrap();
+    let call = || {
+        Call(CallTarget::Tool {
+            name: "echo".into(),
+            arguments: json!({"message": "mid"}),
+        })
+    };
+    conn.send(call()).await.unwrap().expect("before");
+    conn.send(InjectPanic).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The same snapshot, the same address: the call goes through after the restart.
+    let conn = shared.read().unwrap().conns.get("fx").cloned().unwrap();
+    let r = conn.send(call()).await.unwrap().expect("after");
+    assert_eq!(r["content"][0]["text"], "mid");
+    let view = comp.send(GetView).await.unwrap();
+    assert_eq!(view.servers[0].restarts, 1);
+    assert_eq!(view.generation, 1);
+}
