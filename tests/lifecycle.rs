@@ -277,3 +277,34 @@ fn a_bad_reload_keeps_the_previous_composition_serving() {
     let (_, v) = d.get(&format!("/sessions/{id}"));
     assert_eq!(v["enabled"], false, "{v}");
 }
+
+#[test]
+fn session_events_stream_reports_refreshes_and_warnings() {
+    use std::io::BufRead;
+    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "ok": fixture_server("exits_mid_call.py", &[])}}}));
+    let (id, _) = d.session(json!({}));
+    let resp = ureq::get(&format!("{}/sessions/{id}/events", d.base))
+        .timeout(Duration::from_secs(20))
+        .call()
+        .unwrap();
+    assert_eq!(resp.header("content-type"), Some("text/event-stream"));
+    let mut lines = std::io::BufReader::new(resp.into_reader()).lines();
+    // A reload that succeeds is a refresh; one that fails is a warning.
+    let (st, _) = d.put(
+        &format!("/sessions/{id}/extensions/mcp"),
+        json!({"enabled": true}),
+    );
+    assert_eq!(st, 200);
+    let mut seen = Vec::new();
+    while seen.len() < 1 {
+        let l = lines.next().unwrap().unwrap();
+        if let Some(e) = l.strip_prefix("event: ") {
+            seen.push(e.to_owned());
+        }
+    }
+    assert_eq!(seen, vec!["refresh"]);
+    let l = lines.next().unwrap().unwrap();
+    let data: Value = serde_json::from_str(l.strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(data["generation"], 2);
+}
