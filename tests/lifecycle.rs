@@ -297,7 +297,7 @@ fn session_events_stream_reports_refreshes_and_warnings() {
     );
     assert_eq!(st, 200);
     let mut seen = Vec::new();
-    while seen.len() < 1 {
+    while seen.is_empty() {
         let l = lines.next().unwrap().unwrap();
         if let Some(e) = l.strip_prefix("event: ") {
             seen.push(e.to_owned());
