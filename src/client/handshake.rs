@@ -192,11 +192,11 @@ pub async fn handshake(
                         disc_open = false;
                         match classify_discover(flatten(r)) {
                             Ok(Verdict::Modern(h)) => {
-                                client.cancel(&iid, "the server speaks 2026-07-28");
+                                client.forget(&iid);
                                 break h;
                             }
                             Ok(Verdict::ModernRetry) => {
-                                client.cancel(&iid, "the server speaks 2026-07-28");
+                                client.forget(&iid);
                                 break modern_retry(client, deadline, timeout).await?;
                             }
                             Ok(Verdict::Legacy) | Err(_) => {

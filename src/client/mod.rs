@@ -329,6 +329,12 @@ impl McpClient {
         }
     }
 
+    /// Stop waiting for a request without telling the server (`initialize`, which must not
+    /// be cancelled, when the probe decided the era first).
+    pub(crate) fn forget(&self, id: &RequestId) {
+        self.inner.take_pending(id);
+    }
+
     /// Stop waiting for a request and tell the server: a modern server over HTTP by closing
     /// the request's stream, everyone else with `notifications/cancelled`.
     pub fn cancel(&self, id: &RequestId, reason: &str) {
