@@ -121,6 +121,28 @@ fn py_mcp() -> Peer {
     }
 }
 
+/// The TypeScript SDK v2 server (`tests/servers/ts_v2_server.mjs`) over HTTP.
+fn ts_v2() -> Peer {
+    let dir = tempfile::tempdir().unwrap();
+    let pf = dir.path().join("port");
+    let mut child = Command::new("node")
+        .arg(common::server_script("ts_v2_server.mjs"))
+        .arg(common::peers().join("npm/node_modules"))
+        .args(["--transport", "http", "--port", "0", "--port-file"])
+        .arg(&pf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node");
+    let port = wait_for_port_file(&pf, &mut child);
+    Peer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        _dir: dir,
+    }
+}
+
 /// The stdlib fault fixture; `tls` is (cert, key).
 fn faults(args: &[&str], tls: Option<(&Path, &Path)>) -> Peer {
     let dir = tempfile::tempdir().unwrap();
@@ -464,6 +486,48 @@ async fn python_mcp_legacy_server_requests_on_the_call_stream_and_404() {
         "{e:?}"
     );
     assert!(c.client.is_closed());
+}
+
+#[actix_rt::test]
+async fn ts_sdk_v2_stateless_legacy_has_no_session_get_or_delete() {
+    let peer = ts_v2();
+    // Its handshake picks the modern era; the legacy era by hand, as an older client would.
+    let c = connect(&peer.url);
+    legacy_by_hand(&c, json!({})).await;
+    assert_eq!(c.transport.session_id(), None, "stateless: no session id");
+    let r = call(&c.client, "echo", json!({"message": "stateless"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r), "stateless");
+    // GET gets 405: the listening stream stays closed for the connection's life.
+    c.transport.open_listen_stream();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.transport.listen_state() != ListenState::Refused(405) {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            c.transport.listen_state()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = call(&c.client, "echo", json!({"message": "after"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r), "after");
+    // No session, so no DELETE; closing is quick and clean.
+    c.client.close();
+    tokio::time::timeout(Duration::from_secs(5), c.transport.wait_closed())
+        .await
+        .unwrap();
+
+    // And the modern era with the real handshake.
+    let m = connect(&peer.url);
+    let hello = handshake::handshake(&m.client, T).await.expect("handshake");
+    assert_eq!(hello.protocol.era, Era::Modern);
+    let r = call(&m.client, "echo", json!({"message": "modern"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r), "modern");
 }
 
 #[actix_rt::test]

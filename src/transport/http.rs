@@ -63,6 +63,9 @@ const EVENT_STREAM: &str = "text/event-stream";
 const REFUSAL_BODY_LIMIT: usize = 64 * 1024;
 /// The longest detail kept from a refusal's body.
 const DETAIL_CHARS: usize = 200;
+/// How long, and how much, a stream is read after its answer, to reuse its connection.
+const DRAIN_TIME: Duration = Duration::from_millis(500);
+const DRAIN_BYTES: usize = 64 * 1024;
 /// How many seen ids (events, server requests, responses) are kept per session.
 const SEEN_CAPACITY: usize = 4096;
 
@@ -1070,7 +1073,10 @@ async fn read_request_stream(
     loop {
         let end = read_stream(ctx, &mut resp, Some(id), &mut last_id, &mut retry).await?;
         let (broke, progress) = match end {
-            StreamEnd::Answered => return Ok(()),
+            StreamEnd::Answered => {
+                drain(&mut resp).await;
+                return Ok(());
+            }
             StreamEnd::Over {
                 broke, progress, ..
             } => (broke, progress),
@@ -1131,6 +1137,22 @@ async fn read_request_stream(
             }
         };
     }
+}
+
+/// After its answer a stream should end: read what is left (briefly, a little) so that its
+/// connection goes back to the pool rather than being closed (a new TLS handshake per call
+/// otherwise).
+async fn drain(resp: &mut awc::ClientResponse) {
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        let mut left = DRAIN_BYTES;
+        while let Some(Ok(c)) = resp.next().await {
+            if c.len() >= left {
+                return;
+            }
+            left -= c.len();
+        }
+    })
+    .await;
 }
 
 /// Read one SSE stream to its end, delivering what it brings.
