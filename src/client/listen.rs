@@ -38,7 +38,7 @@ pub fn filter(capabilities: &Value) -> Option<Value> {
 /// Hold the listen request open until the client closes or the server refuses it. Runs as a
 /// local task on the connection's arbiter.
 pub async fn hold(client: McpClient, filter: Value) {
-    let mut backoff = Backoff::new();
+    let mut backoff = Backoff::default();
     loop {
         if client.is_closed() {
             return;
@@ -73,12 +73,12 @@ pub async fn hold(client: McpClient, filter: Value) {
             Err(_) => return,
         }
         let heard = client.listen_heard() != heard_before;
-        match backoff.after_attempt(heard, None) {
+        match backoff.next_wait(heard, None) {
             Some(wait) => tokio::time::sleep(wait).await,
             None => {
                 tracing::warn!(
                     "subscriptions/listen gave up after {} attempts that heard nothing",
-                    Backoff::MAX_SILENT_ATTEMPTS
+                    Backoff::MAX_EMPTY
                 );
                 return;
             }

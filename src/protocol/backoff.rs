@@ -1,43 +1,59 @@
 //! The reopening schedule of a listening stream (the legacy GET stream and the modern
-//! `subscriptions/listen`): after the server's `retry` when it set one, else after a wait that
-//! doubles from one second up to a minute with each attempt that heard nothing; given up
-//! after eight such attempts in a row. An attempt that heard something resets the count.
+//! `subscriptions/listen`): after an attempt that heard something, the base wait (1 s); after
+//! attempts that heard nothing, a wait doubling from the base with each of them (1, 2, 4 ...
+//! s) up to the cap (60 s); the server's `retry`, when it set one, instead (capped the same).
+//! After `max_empty` (8) attempts in a row that heard nothing, it gives up.
 
 use std::time::Duration;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Backoff {
-    silent: u32,
+    base: Duration,
+    cap: Duration,
+    max_empty: u32,
+    empty_in_row: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new(Self::BASE, Self::CAP, Self::MAX_EMPTY)
+    }
 }
 
 impl Backoff {
-    pub const FIRST: Duration = Duration::from_secs(1);
-    pub const MAX: Duration = Duration::from_secs(60);
-    pub const MAX_SILENT_ATTEMPTS: u32 = 8;
+    pub const BASE: Duration = Duration::from_secs(1);
+    pub const CAP: Duration = Duration::from_secs(60);
+    pub const MAX_EMPTY: u32 = 8;
 
-    pub fn new() -> Self {
-        Backoff { silent: 0 }
+    pub fn new(base: Duration, cap: Duration, max_empty: u32) -> Self {
+        Backoff {
+            base,
+            cap,
+            max_empty,
+            empty_in_row: 0,
+        }
     }
 
-    /// How long to wait before the next attempt, or `None` to give up.
-    pub fn after_attempt(&mut self, heard: bool, retry: Option<Duration>) -> Option<Duration> {
+    /// Attempts in a row that heard nothing.
+    pub fn empty_in_row(&self) -> u32 {
+        self.empty_in_row
+    }
+
+    /// An attempt ended: the wait before the next one, or `None` to give up.
+    pub fn next_wait(&mut self, heard: bool, server_retry: Option<Duration>) -> Option<Duration> {
         if heard {
-            self.silent = 0;
-            return Some(retry.unwrap_or(Self::FIRST));
+            self.empty_in_row = 0;
+        } else {
+            self.empty_in_row = self.empty_in_row.saturating_add(1);
         }
-        self.silent += 1;
-        if self.silent > Self::MAX_SILENT_ATTEMPTS {
+        if self.empty_in_row >= self.max_empty {
             return None;
         }
-        if let Some(r) = retry {
-            return Some(r);
+        if let Some(r) = server_retry {
+            return Some(r.min(self.cap));
         }
-        let doubled = Self::FIRST.saturating_mul(1 << (self.silent - 1).min(16));
-        Some(doubled.min(Self::MAX))
-    }
-
-    pub fn silent_attempts(&self) -> u32 {
-        self.silent
+        let doublings = self.empty_in_row.saturating_sub(1).min(30);
+        Some(self.base.saturating_mul(1u32 << doublings).min(self.cap))
     }
 }
 
@@ -46,10 +62,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn doubles_caps_and_gives_up_after_eight() {
-        let mut b = Backoff::new();
-        let waits: Vec<_> = (0..9).map(|_| b.after_attempt(false, None)).collect();
-        let secs: Vec<_> = waits.iter().map(|w| w.map(|d| d.as_secs())).collect();
+    fn doubles_caps_and_gives_up_on_the_eighth_silent_attempt() {
+        let mut b = Backoff::default();
+        let secs: Vec<_> = (0..8)
+            .map(|_| b.next_wait(false, None).map(|d| d.as_secs()))
+            .collect();
         assert_eq!(
             secs,
             vec![
@@ -60,7 +77,6 @@ mod tests {
                 Some(16),
                 Some(32),
                 Some(60),
-                Some(60),
                 None
             ]
         );
@@ -68,14 +84,18 @@ mod tests {
 
     #[test]
     fn hearing_resets_and_retry_wins() {
-        let mut b = Backoff::new();
-        b.after_attempt(false, None);
-        b.after_attempt(false, None);
-        assert_eq!(b.after_attempt(true, None), Some(Duration::from_secs(1)));
-        assert_eq!(b.silent_attempts(), 0);
+        let mut b = Backoff::default();
+        b.next_wait(false, None);
+        b.next_wait(false, None);
+        assert_eq!(b.next_wait(true, None), Some(Duration::from_secs(1)));
+        assert_eq!(b.empty_in_row(), 0);
         assert_eq!(
-            b.after_attempt(false, Some(Duration::from_millis(300))),
+            b.next_wait(false, Some(Duration::from_millis(300))),
             Some(Duration::from_millis(300))
+        );
+        assert_eq!(
+            b.next_wait(false, Some(Duration::from_secs(600))),
+            Some(Duration::from_secs(60))
         );
     }
 }

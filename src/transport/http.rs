@@ -34,6 +34,7 @@
 
 use super::sse::{SseItem, SseParser};
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
+use crate::protocol::backoff::Backoff as ListenBackoff;
 use crate::protocol::era::{Era, ProtocolVersion};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId, MAX_MESSAGE_BYTES};
 use crate::store::settings::Secret;
@@ -152,54 +153,9 @@ pub fn resume_wait(retry: Option<Duration>, default: Duration, cap: Duration) ->
     retry.unwrap_or(default).min(cap)
 }
 
-/// The reopening schedule of the listening stream: after a stream that heard an event, the
-/// base wait (1 s); after attempts that heard nothing, a wait doubling from the base with
-/// each of them (1, 2, 4 ... s) up to the cap (60 s); the server's `retry`, when it set one,
-/// instead (capped the same). After `max_empty` (8) attempts in a row that heard nothing, it
-/// gives up.
-#[derive(Debug, Clone)]
-pub struct ListenBackoff {
-    base: Duration,
-    cap: Duration,
-    max_empty: u32,
-    empty_in_row: u32,
-}
-
-impl ListenBackoff {
-    pub fn new(base: Duration, cap: Duration, max_empty: u32) -> Self {
-        ListenBackoff {
-            base,
-            cap,
-            max_empty,
-            empty_in_row: 0,
-        }
-    }
-
-    pub fn from_options(o: &HttpOptions) -> Self {
-        Self::new(o.listen_base_wait, o.listen_max_wait, o.listen_max_empty)
-    }
-
-    /// Attempts in a row that heard nothing.
-    pub fn empty_in_row(&self) -> u32 {
-        self.empty_in_row
-    }
-
-    /// An attempt ended: the wait before the next one, or `None` to give up.
-    pub fn next_wait(&mut self, heard: bool, server_retry: Option<Duration>) -> Option<Duration> {
-        if heard {
-            self.empty_in_row = 0;
-        } else {
-            self.empty_in_row = self.empty_in_row.saturating_add(1);
-        }
-        if self.empty_in_row >= self.max_empty {
-            return None;
-        }
-        if let Some(r) = server_retry {
-            return Some(r.min(self.cap));
-        }
-        let doublings = self.empty_in_row.saturating_sub(1).min(30);
-        Some(self.base.saturating_mul(1u32 << doublings).min(self.cap))
-    }
+/// The listening stream's schedule with this transport's options.
+fn listen_backoff(o: &HttpOptions) -> ListenBackoff {
+    ListenBackoff::new(o.listen_base_wait, o.listen_max_wait, o.listen_max_empty)
 }
 
 /// How one attempt of the listening stream ended.
@@ -1304,7 +1260,7 @@ fn start_listener(ctx: &Rc<Ctx>) {
     let c = ctx.clone();
     let h = tokio::task::spawn_local(async move {
         let state = Rc::new(RefCell::new((None::<String>, None::<Duration>)));
-        let backoff = ListenBackoff::from_options(&c.opts);
+        let backoff = listen_backoff(&c.opts);
         let c2 = c.clone();
         let end = run_listen_schedule(
             backoff,
@@ -1393,7 +1349,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_from_one_second_to_a_minute_and_gives_up_after_eight() {
-        let mut b = ListenBackoff::from_options(&HttpOptions::default());
+        let mut b = listen_backoff(&HttpOptions::default());
         let waits: Vec<_> = (0..7).map(|_| b.next_wait(false, None).unwrap()).collect();
         assert_eq!(waits, secs(&[1, 2, 4, 8, 16, 32, 60]));
         assert_eq!(
@@ -1405,7 +1361,7 @@ mod tests {
 
     #[test]
     fn backoff_resets_when_an_attempt_hears_something() {
-        let mut b = ListenBackoff::from_options(&HttpOptions::default());
+        let mut b = listen_backoff(&HttpOptions::default());
         for _ in 0..7 {
             assert!(b.next_wait(false, None).is_some());
         }
@@ -1419,7 +1375,7 @@ mod tests {
 
     #[test]
     fn backoff_follows_the_server_retry_capped() {
-        let mut b = ListenBackoff::from_options(&HttpOptions::default());
+        let mut b = listen_backoff(&HttpOptions::default());
         let r = Some(Duration::from_millis(2500));
         assert_eq!(b.next_wait(true, r), r);
         assert_eq!(b.next_wait(false, r), r);
@@ -1453,7 +1409,7 @@ mod tests {
         let script = Rc::new(RefCell::new(VecDeque::from(script)));
         let t = times.clone();
         let end = run_listen_schedule(
-            ListenBackoff::from_options(&HttpOptions::default()),
+            listen_backoff(&HttpOptions::default()),
             move || {
                 t.borrow_mut().push(start.elapsed().as_secs_f64());
                 let next = script.borrow_mut().pop_front();
