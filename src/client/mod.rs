@@ -11,7 +11,7 @@ pub mod discovery;
 pub mod handshake;
 pub mod listen;
 
-use crate::protocol::era::{Era, ProtocolVersion};
+use crate::protocol::era::{self, Era, ProtocolVersion};
 use crate::protocol::headers::{self, ParamHeader};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
 use crate::transport::{
@@ -217,6 +217,8 @@ impl McpClient {
     }
 
     /// Send a request, mirroring arguments into `Mcp-Param-*` headers as `param_headers` say.
+    /// A modern server's `-32022` (unsupported version) is answered by sending the request
+    /// again, once, as a version the server named and albedo speaks in that era.
     pub async fn request_with(
         &self,
         method: &str,
@@ -224,8 +226,24 @@ impl McpClient {
         timeout: Duration,
         param_headers: &[ParamHeader],
     ) -> Result<Value, RpcError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let modern = self.inner.era.get().map(|p| p.era) == Some(Era::Modern);
+        let again = if modern { params.clone() } else { None };
         let (id, rx) = self.start_request(method, params, param_headers, None)?;
-        self.finish_request(id, rx, timeout).await
+        match self.finish_request(id, rx, timeout).await {
+            Err(RpcError::Server(e))
+                if modern && e.code == jsonrpc::UNSUPPORTED_PROTOCOL_VERSION =>
+            {
+                let Some(pv) = modern_retry_version(&e) else {
+                    return Err(RpcError::Server(e));
+                };
+                tracing::debug!(%method, version = %pv.version, "unsupported version; sending the request again");
+                let (id, rx) = self.start_request(method, again, param_headers, Some(&pv))?;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                self.finish_request(id, rx, left).await
+            }
+            r => r,
+        }
     }
 
     /// Send a request as a given protocol version, before the era is settled (discovery).
@@ -396,6 +414,16 @@ impl McpClient {
     }
 }
 
+/// The version to send a request again as, after a modern server refused it with `-32022`:
+/// one the server named that albedo speaks without a handshake (2026-07-28); `None` when
+/// the server named none (versions only `initialize` opens cannot be switched to mid-way).
+fn modern_retry_version(e: &ErrorObject) -> Option<ProtocolVersion> {
+    match era::classify_named(&e.supported_versions()) {
+        era::Named::Modern => Some(ProtocolVersion::modern()),
+        _ => None,
+    }
+}
+
 /// Add the modern `_meta` keys to a request's params.
 pub fn with_meta(params: Option<Value>, version: &str) -> Value {
     let mut obj = match params {
@@ -535,5 +563,118 @@ impl Inner {
                 let _ = self.events.send(ClientEvent::Closed(reason));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests sent: id, extra headers, body.
+    type Sent = Vec<(RequestId, Vec<(String, String)>, Value)>;
+
+    /// A transport that keeps what is sent; the test answers through the client's sink.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Mutex<Sent>,
+    }
+
+    impl crate::transport::Transport for Recorder {
+        fn kind(&self) -> TransportKind {
+            TransportKind::Http
+        }
+        fn send(&self, msg: Outbound) -> Result<(), TransportError> {
+            if let OutKind::Request { id, .. } = msg.kind {
+                let body: Value = serde_json::from_slice(&msg.body).unwrap();
+                self.sent.lock().unwrap().push((id, msg.headers, body));
+            }
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    fn unsupported(id: RequestId, supported: &[&str]) -> Inbound {
+        let mut e = ErrorObject::new(jsonrpc::UNSUPPORTED_PROTOCOL_VERSION, "Unsupported");
+        e.data = Some(json!({"supported": supported, "requested": "2026-07-28"}));
+        Inbound::Message(Message::Response { id, result: Err(e) })
+    }
+
+    /// Run `tools/call` as `pv`, answering the first send with `-32022` naming `supported`
+    /// and any second one with a result; what was sent and what the call returned.
+    async fn refused_once(
+        pv: ProtocolVersion,
+        supported: &'static [&'static str],
+    ) -> (Sent, Result<Value, RpcError>) {
+        let (client, sink, _events) = McpClient::new();
+        let rec = Arc::new(Recorder::default());
+        client.attach(rec.clone());
+        client.set_protocol(pv);
+        let answer = async {
+            let mut answered = 0;
+            for _ in 0..200 {
+                let sent: Vec<RequestId> = rec
+                    .sent
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.0.clone())
+                    .collect();
+                if sent.len() > answered {
+                    let id = sent[answered].clone();
+                    sink.deliver(if answered == 0 {
+                        unsupported(id, supported)
+                    } else {
+                        Inbound::Message(Message::Response {
+                            id,
+                            result: Ok(json!({"content": []})),
+                        })
+                    });
+                    answered += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let call = client.request(
+            "tools/call",
+            Some(json!({"name": "t", "arguments": {}})),
+            Duration::from_secs(5),
+        );
+        let (r, _) = tokio::select! {
+            r = call => (r, ()),
+            _ = answer => panic!("the call never finished"),
+        };
+        let sent = rec.sent.lock().unwrap().drain(..).collect();
+        (sent, r)
+    }
+
+    #[tokio::test]
+    async fn a_modern_request_refused_with_32022_is_sent_again_once() {
+        let (sent, r) = refused_once(ProtocolVersion::modern(), &["2026-07-28"]).await;
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(sent.len(), 2);
+        assert_ne!(sent[0].0, sent[1].0, "the retry has a new id");
+        for (_, hdrs, body) in &sent {
+            assert!(hdrs.contains(&("MCP-Protocol-Version".into(), "2026-07-28".into())));
+            assert_eq!(
+                body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                "2026-07-28"
+            );
+            assert_eq!(body["params"]["name"], "t");
+        }
+    }
+
+    #[tokio::test]
+    async fn no_retry_without_a_version_we_speak_or_outside_the_modern_era() {
+        // Only a version `initialize` opens: the refusal is the answer.
+        let (sent, r) = refused_once(ProtocolVersion::modern(), &["2025-06-18"]).await;
+        assert_eq!(sent.len(), 1);
+        assert!(
+            matches!(&r, Err(RpcError::Server(e)) if e.code == jsonrpc::UNSUPPORTED_PROTOCOL_VERSION),
+            "{r:?}"
+        );
+        // A legacy session is never re-sent.
+        let (sent, r) = refused_once(ProtocolVersion::legacy("2025-11-25"), &["2026-07-28"]).await;
+        assert_eq!(sent.len(), 1);
+        assert!(matches!(r, Err(RpcError::Server(_))), "{r:?}");
     }
 }
