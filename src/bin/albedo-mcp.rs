@@ -23,6 +23,7 @@ fn main() {
         }
         Command::Status { daemon } => albedo_mcp::cli::client::status(&daemon),
         Command::Tools { daemon } => albedo_mcp::cli::client::tools(&daemon),
+        Command::ConformanceClient { url } => albedo_mcp::cli::conformance::run(&url),
     };
     std::process::exit(code);
 }

@@ -3,6 +3,7 @@
 //! running daemon's HTTP API and never write its files.
 
 pub mod client;
+pub mod conformance;
 pub mod serve;
 
 use clap::{Parser, Subcommand};
@@ -45,5 +46,11 @@ pub enum Command {
     Tools {
         #[arg(long, default_value = "http://127.0.0.1:7420")]
         daemon: String,
+    },
+    /// Talk to one HTTP MCP server as the conformance runner's client: do the work of the
+    /// scenario named in MCP_CONFORMANCE_SCENARIO and exit (0 when it all worked).
+    ConformanceClient {
+        /// The server's URL (the runner passes it last).
+        url: String,
     },
 }

@@ -1,0 +1,471 @@
+//! `albedo-mcp conformance-client <url>`: the client the official MCP conformance runner
+//! (`@modelcontextprotocol/conformance ... client --command "<cmd>" --scenario <name>`)
+//! drives. The runner starts a mock server for one scenario, runs `<cmd> <url>` with the
+//! scenario's name in `MCP_CONFORMANCE_SCENARIO` (and, for some scenarios, a JSON
+//! `MCP_CONFORMANCE_CONTEXT`; the prerelease runner also sets
+//! `MCP_CONFORMANCE_PROTOCOL_VERSION`), and judges what it sees on the wire.
+//!
+//! It is built on the daemon's own connection code and nothing else: [`McpClient`] over an
+//! [`HttpTransport`] with the daemon's TLS configuration, [`handshake::handshake`] to find the
+//! era (`server/discover` first, else `initialize`), [`discovery::discover`] to list the
+//! catalogue, and [`McpClient::request_with`] with the `x-mcp-header` annotations of
+//! [`headers::param_headers`] for tool calls. A tool whose annotations break the spec's rules
+//! is left out, as the daemon leaves it out of a session's tools.
+//!
+//! What it does, by scenario ([`plan`]): connect; list; then call the tools the context
+//! names (`toolCalls`), or echo a tool's input schema back (`json-schema-2020-12-preservation`),
+//! or call every usable tool with arguments made up from its schema, read every resource and
+//! get every prompt. It exits 0 when all of that worked, 1 with a message on stderr otherwise,
+//! 2 for a bad command line or environment. Unlike the daemon it does not open the listening
+//! GET stream nor `subscriptions/listen`: it makes its calls and leaves.
+//!
+//! The runner prints `http://localhost:PORT`; the host `localhost` is dialled as 127.0.0.1
+//! (the mock servers are made to bind 127.0.0.1, and tests talk to loopback IPv4 only).
+
+use crate::client::handshake::{self, ServerHello};
+use crate::client::{discovery, McpClient, RpcError};
+use crate::protocol::headers;
+use crate::protocol::model::Catalogue;
+use crate::transport::http::{HttpSpec, HttpTransport};
+use crate::transport::{tls, SharedTransport};
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+
+pub const ENV_SCENARIO: &str = "MCP_CONFORMANCE_SCENARIO";
+pub const ENV_CONTEXT: &str = "MCP_CONFORMANCE_CONTEXT";
+pub const ENV_PROTOCOL_VERSION: &str = "MCP_CONFORMANCE_PROTOCOL_VERSION";
+
+/// The handshake, and each request, get this long (the runner allows 30 s in all).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long closing (the session's DELETE) may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+
+const PREFIX: &str = "albedo-mcp conformance-client";
+
+/// The focal tool and the echo tool of `json-schema-2020-12-preservation`.
+const SCHEMA_TOOL: &str = "json_schema_2020_12_tool";
+const ECHO_TOOL: &str = "json_schema_echo";
+
+/// What a scenario asks of the client after connecting and listing the catalogue.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Connect and list, nothing more.
+    ListOnly,
+    /// Call every usable tool, with arguments made up from its input schema.
+    CallTools,
+    /// Call every usable tool, read every resource, get every prompt.
+    Exercise,
+    /// Call exactly these tools with these arguments (the context's `toolCalls`).
+    Calls(Vec<(String, Value)>),
+    /// Call `tool` with `{"schema": <inputSchema of source>}`.
+    EchoSchema { source: String, tool: String },
+}
+
+/// The plan for a scenario and its context.
+pub fn plan(scenario: &str, context: Option<&Value>) -> Plan {
+    if let Some(calls) = context.and_then(context_calls) {
+        return Plan::Calls(calls);
+    }
+    match scenario {
+        // The handshake is the test; the mock has no catalogue.
+        "initialize" => Plan::ListOnly,
+        // The schema holds a network `$ref`: list it, never fetch it, and call nothing (the
+        // mock does not implement tools/call).
+        "json-schema-ref-no-deref" => Plan::ListOnly,
+        "json-schema-2020-12-preservation" => Plan::EchoSchema {
+            source: SCHEMA_TOOL.to_owned(),
+            tool: ECHO_TOOL.to_owned(),
+        },
+        "tools_call" | "sse-retry" | "request-metadata" | "http-invalid-tool-headers" => {
+            Plan::CallTools
+        }
+        // http-standard-headers, and anything else: use every kind of request once.
+        _ => Plan::Exercise,
+    }
+}
+
+/// `{"toolCalls": [{"name": ..., "arguments": {...}}, ...]}` from the runner's context.
+fn context_calls(context: &Value) -> Option<Vec<(String, Value)>> {
+    let calls = context.get("toolCalls")?.as_array()?;
+    Some(
+        calls
+            .iter()
+            .filter_map(|c| {
+                let name = c.get("name")?.as_str()?.to_owned();
+                let args = c.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                Some((name, args))
+            })
+            .collect(),
+    )
+}
+
+/// Arguments for a tool call made up from its input schema: every required property gets a
+/// value of its type (its `const`, `default` or first `enum` value when it has one).
+pub fn example_arguments(schema: &Value) -> Value {
+    let mut out = Map::new();
+    let props = schema.get("properties").and_then(Value::as_object);
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    for name in required {
+        let prop = props.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+        out.insert(name.to_owned(), example_value(prop));
+    }
+    Value::Object(out)
+}
+
+fn example_value(prop: &Value) -> Value {
+    if let Some(v) = prop.get("const").or_else(|| prop.get("default")) {
+        return v.clone();
+    }
+    if let Some(v) = prop
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+    {
+        return v.clone();
+    }
+    let ty = match prop.get("type") {
+        Some(Value::String(s)) => s.as_str(),
+        // A list of types: the first one that is not null.
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("string"),
+        _ => "string",
+    };
+    match ty {
+        "integer" => json!(2),
+        "number" => json!(3),
+        "boolean" => json!(true),
+        "object" => example_arguments(prop),
+        "array" => json!([]),
+        "null" => Value::Null,
+        _ => json!("conformance"),
+    }
+}
+
+/// Arguments for `prompts/get`: every required argument gets a string.
+fn example_prompt_arguments(prompt: &Value) -> Option<Value> {
+    let args = prompt.get("arguments")?.as_array()?;
+    let mut out = Map::new();
+    for a in args {
+        let required = a.get("required").and_then(Value::as_bool).unwrap_or(false);
+        if let (true, Some(name)) = (required, a.get("name").and_then(Value::as_str)) {
+            out.insert(name.to_owned(), json!("conformance"));
+        }
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// The server URL as dialled: `localhost` becomes 127.0.0.1.
+pub fn dial_url(raw: &str) -> Result<url::Url, String> {
+    let mut url = url::Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    if url.host_str() == Some("localhost") {
+        url.set_host(Some("127.0.0.1"))
+            .map_err(|e| format!("cannot dial {raw:?} as 127.0.0.1: {e}"))?;
+    }
+    Ok(url)
+}
+
+/// The tools the daemon would advertise from an HTTP server: those whose `x-mcp-header`
+/// annotations follow the spec's rules, with the headers they mirror.
+fn usable_tools(cat: &Catalogue) -> Vec<(String, Value, Vec<headers::ParamHeader>)> {
+    let mut out = Vec::new();
+    for t in &cat.tools {
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let schema = t
+            .get("inputSchema")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}));
+        match headers::param_headers(&schema) {
+            Ok(hs) => out.push((name.to_owned(), schema, hs)),
+            Err(rule) => note(&format!("tool {name:?} left out: {rule}")),
+        }
+    }
+    out
+}
+
+fn note(msg: &str) {
+    eprintln!("{PREFIX}: {msg}");
+}
+
+/// Everything after the command line: connect, do the plan, close.
+struct Run {
+    client: McpClient,
+    transport: std::sync::Arc<HttpTransport>,
+}
+
+impl Run {
+    fn open(url: url::Url) -> Result<Run, String> {
+        let tls = tls::client_config(&[]).map_err(|e| e.to_string())?;
+        let (client, sink, _events) = McpClient::new();
+        let transport = HttpTransport::start(
+            HttpSpec {
+                url,
+                headers: Vec::new(),
+                tls,
+            },
+            sink,
+        )
+        .map_err(|e| e.to_string())?;
+        let shared: SharedTransport = transport.clone();
+        client.attach(shared);
+        Ok(Run { client, transport })
+    }
+
+    async fn close(&self) {
+        self.client.close();
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.transport.wait_closed()).await;
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        param_headers: &[headers::ParamHeader],
+    ) -> Result<Value, String> {
+        let what = match params.get("name").or_else(|| params.get("uri")) {
+            Some(Value::String(n)) => format!("{method} {n:?}"),
+            _ => method.to_owned(),
+        };
+        let result = self
+            .client
+            .request_with(method, Some(params), REQUEST_TIMEOUT, param_headers)
+            .await
+            .map_err(|e| format!("{what} failed: {e}"))?;
+        discovery::check_complete(&result).map_err(|e| format!("{what}: {e}"))?;
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            note(&format!("{what}: the tool reported an error (isError)"));
+        } else {
+            note(&format!("{what}: ok"));
+        }
+        Ok(result)
+    }
+
+    async fn work(&self, plan: &Plan, expected_version: Option<&str>) -> Result<(), String> {
+        let hello: ServerHello = handshake::handshake(&self.client, HANDSHAKE_TIMEOUT)
+            .await
+            .map_err(|e| format!("connecting failed: {e}"))?;
+        note(&format!(
+            "connected: protocol {} ({:?} era)",
+            hello.protocol.version, hello.protocol.era
+        ));
+        if let Some(v) = expected_version {
+            if v != hello.protocol.version {
+                note(&format!(
+                    "the runner targets {v}; the server and albedo settled on {}",
+                    hello.protocol.version
+                ));
+            }
+        }
+        let cat = discovery::discover(&self.client, &hello, REQUEST_TIMEOUT)
+            .await
+            .map_err(|e: RpcError| format!("listing the catalogue failed: {e}"))?;
+        note(&format!(
+            "catalogue: {} tools, {} resources, {} resource templates, {} prompts",
+            cat.tools.len(),
+            cat.resources.len(),
+            cat.resource_templates.len(),
+            cat.prompts.len()
+        ));
+        let tools = usable_tools(&cat);
+        match plan {
+            Plan::ListOnly => {}
+            Plan::CallTools | Plan::Exercise => {
+                for (name, schema, hs) in &tools {
+                    let params = json!({"name": name, "arguments": example_arguments(schema)});
+                    self.request("tools/call", params, hs).await?;
+                }
+                if *plan == Plan::Exercise {
+                    self.read_and_get(&cat).await?;
+                }
+            }
+            Plan::Calls(calls) => {
+                for (name, args) in calls {
+                    let Some((_, _, hs)) = tools.iter().find(|(n, _, _)| n == name) else {
+                        return Err(format!(
+                            "the runner asks for tool {name:?}, which the server does not offer usably"
+                        ));
+                    };
+                    let params = json!({"name": name, "arguments": args});
+                    self.request("tools/call", params, hs).await?;
+                }
+            }
+            Plan::EchoSchema { source, tool } => {
+                let schema = cat
+                    .tools
+                    .iter()
+                    .find(|t| t.get("name").and_then(Value::as_str) == Some(source))
+                    .and_then(|t| t.get("inputSchema"))
+                    .cloned()
+                    .ok_or_else(|| format!("the server offers no tool {source:?}"))?;
+                let Some((_, _, hs)) = tools.iter().find(|(n, _, _)| n == tool) else {
+                    return Err(format!("the server offers no usable tool {tool:?}"));
+                };
+                let params = json!({"name": tool, "arguments": {"schema": schema}});
+                self.request("tools/call", params, hs).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn read_and_get(&self, cat: &Catalogue) -> Result<(), String> {
+        for r in &cat.resources {
+            if let Some(uri) = r.get("uri").and_then(Value::as_str) {
+                self.request("resources/read", json!({ "uri": uri }), &[])
+                    .await?;
+            }
+        }
+        for p in &cat.prompts {
+            if let Some(name) = p.get("name").and_then(Value::as_str) {
+                let mut params = json!({ "name": name });
+                if let Some(args) = example_prompt_arguments(p) {
+                    params["arguments"] = args;
+                }
+                self.request("prompts/get", params, &[]).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ALBEDO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Run one scenario against `url`; the process's exit code.
+pub fn run(url: &str) -> i32 {
+    init_logging();
+    let scenario = std::env::var(ENV_SCENARIO).unwrap_or_default();
+    let context = match std::env::var(ENV_CONTEXT) {
+        Ok(raw) if !raw.trim().is_empty() => match serde_json::from_str::<Value>(&raw) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                note(&format!("{ENV_CONTEXT} is not JSON: {e}"));
+                return 2;
+            }
+        },
+        _ => None,
+    };
+    let expected_version = std::env::var(ENV_PROTOCOL_VERSION)
+        .ok()
+        .filter(|v| !v.is_empty());
+    let dial = match dial_url(url) {
+        Ok(u) => u,
+        Err(e) => {
+            note(&e);
+            return 2;
+        }
+    };
+    let plan = plan(&scenario, context.as_ref());
+    let shown = if scenario.is_empty() {
+        "(none)"
+    } else {
+        scenario.as_str()
+    };
+    note(&format!("scenario {shown}: {plan:?}"));
+    actix::System::new().block_on(async move {
+        let run = match Run::open(dial) {
+            Ok(r) => r,
+            Err(e) => {
+                note(&format!("cannot start the HTTP transport: {e}"));
+                return 1;
+            }
+        };
+        let outcome = run.work(&plan, expected_version.as_deref()).await;
+        run.close().await;
+        match outcome {
+            Ok(()) => {
+                note(&format!("scenario {shown}: done"));
+                0
+            }
+            Err(e) => {
+                note(&format!("scenario {shown} failed: {e}"));
+                1
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_follow_the_scenario_and_the_context() {
+        assert_eq!(plan("initialize", None), Plan::ListOnly);
+        assert_eq!(plan("tools_call", None), Plan::CallTools);
+        assert_eq!(plan("http-standard-headers", None), Plan::Exercise);
+        assert_eq!(plan("json-schema-ref-no-deref", None), Plan::ListOnly);
+        assert!(matches!(
+            plan("json-schema-2020-12-preservation", None),
+            Plan::EchoSchema { .. }
+        ));
+        let ctx = json!({"name": "http-custom-headers", "toolCalls": [
+            {"name": "a", "arguments": {"region": "x"}}, {"name": "b"}]});
+        assert_eq!(
+            plan("http-custom-headers", Some(&ctx)),
+            Plan::Calls(vec![
+                ("a".into(), json!({"region": "x"})),
+                ("b".into(), json!({}))
+            ])
+        );
+    }
+
+    #[test]
+    fn example_arguments_fill_required_properties_by_type() {
+        let schema = json!({"type": "object", "properties": {
+            "a": {"type": "number"}, "n": {"type": "integer"}, "s": {"type": "string"},
+            "e": {"type": "string", "enum": ["x", "y"]}, "b": {"type": ["null", "boolean"]},
+            "o": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]},
+            "optional": {"type": "string"}},
+            "required": ["a", "n", "s", "e", "b", "o"]});
+        assert_eq!(
+            example_arguments(&schema),
+            json!({"a": 3, "n": 2, "s": "conformance", "e": "x", "b": true,
+                   "o": {"k": "conformance"}})
+        );
+        assert_eq!(example_arguments(&json!({"type": "object"})), json!({}));
+    }
+
+    #[test]
+    fn localhost_is_dialled_as_ipv4_loopback() {
+        assert_eq!(
+            dial_url("http://localhost:4321/mcp").unwrap().as_str(),
+            "http://127.0.0.1:4321/mcp"
+        );
+        assert_eq!(
+            dial_url("https://example.com/mcp").unwrap().as_str(),
+            "https://example.com/mcp"
+        );
+        assert!(dial_url("not a url").is_err());
+    }
+
+    #[test]
+    fn tools_breaking_header_rules_are_left_out() {
+        let cat = Catalogue {
+            tools: vec![
+                json!({"name": "ok", "inputSchema": {"type": "object", "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"}}}}),
+                json!({"name": "bad", "inputSchema": {"type": "object", "properties": {
+                    "score": {"type": "number", "x-mcp-header": "Score"}}}}),
+            ],
+            ..Catalogue::default()
+        };
+        let names: Vec<_> = usable_tools(&cat).into_iter().map(|t| t.0).collect();
+        assert_eq!(names, vec!["ok"]);
+    }
+}
