@@ -179,59 +179,109 @@ pub async fn handshake(
             Verdict::Legacy => legacy(client, deadline, timeout).await?,
         },
         None => {
-            // The probe stays open; initialize joins it. First answer as its era expects wins.
-            let (iid, mut irx) =
-                client.start_request_as("initialize", Some(initialize_params()), None)?;
-            let mut disc_open = true;
-            let sleep = tokio::time::sleep(remaining(deadline));
-            tokio::pin!(sleep);
-            let mut init_error: Option<HandshakeError> = None;
-            loop {
-                tokio::select! {
-                    r = &mut drx, if disc_open => {
-                        disc_open = false;
-                        match classify_discover(flatten(r)) {
-                            Ok(Verdict::Modern(h)) => {
-                                client.forget(&iid);
-                                break h;
-                            }
-                            Ok(Verdict::ModernRetry) => {
-                                client.forget(&iid);
-                                break modern_retry(client, deadline, timeout).await?;
-                            }
-                            Ok(Verdict::Legacy) | Err(_) => {
-                                if let Some(e) = init_error.take() { return Err(e); }
-                            }
-                        }
-                    }
-                    r = &mut irx => {
-                        match flatten(r).map_err(HandshakeError::from).and_then(|v| hello_from_initialize(&v)) {
-                            Ok(h) => {
-                                client.cancel(&did, "the server speaks an older revision");
-                                break finish_legacy(client, h, deadline).await?;
-                            }
-                            Err(e) => {
-                                if disc_open { init_error = Some(e); irx = never(); } else { return Err(e); }
-                            }
-                        }
-                    }
-                    _ = &mut sleep => {
-                        client.cancel(&did, "timed out");
-                        client.cancel(&iid, "timed out");
-                        return Err(HandshakeError::Timeout(timeout));
-                    }
-                }
-            }
+            // The probe stays open; initialize joins it. The first answer, in the order the
+            // server sent them, that fits its era decides.
+            client.track_answers(true);
+            let r = race(client, did, drx, deadline, timeout).await;
+            client.track_answers(false);
+            r?
         }
     };
     client.set_protocol(hello.protocol.clone());
     Ok(hello)
 }
 
-fn never() -> tokio::sync::oneshot::Receiver<Result<Value, RpcError>> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::mem::forget(tx);
-    rx
+type Answer = tokio::sync::oneshot::Receiver<Result<Value, RpcError>>;
+
+/// The stdio race between the open probe and `initialize`.
+async fn race(
+    client: &McpClient,
+    did: crate::protocol::RequestId,
+    mut drx: Answer,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<ServerHello, HandshakeError> {
+    let (iid, mut irx) = client.start_request_as("initialize", Some(initialize_params()), None)?;
+    let (mut dres, mut ires) = (None, None);
+    let (mut d_done, mut i_done) = (false, false);
+    let mut init_error: Option<HandshakeError> = None;
+    let sleep = tokio::time::sleep(remaining(deadline));
+    tokio::pin!(sleep);
+    loop {
+        // Collect whatever has arrived, then handle it in arrival order.
+        if dres.is_none() && !d_done {
+            if let Ok(r) = drx.try_recv() {
+                dres = Some(r);
+            }
+        }
+        if ires.is_none() && !i_done {
+            if let Ok(r) = irx.try_recv() {
+                ires = Some(r);
+            }
+        }
+        let order = client.answer_order();
+        let pos = |id: &crate::protocol::RequestId| {
+            order.iter().position(|x| x == id).unwrap_or(usize::MAX)
+        };
+        let discover_first = pos(&did) <= pos(&iid);
+        let mut steps: Vec<bool> = Vec::new(); // true: the probe, false: initialize
+        if discover_first {
+            steps.extend([true, false]);
+        } else {
+            steps.extend([false, true]);
+        }
+        for probe in steps {
+            if probe {
+                let Some(r) = dres.take() else { continue };
+                d_done = true;
+                match classify_discover(r) {
+                    Ok(Verdict::Modern(h)) => {
+                        client.forget(&iid);
+                        return Ok(h);
+                    }
+                    Ok(Verdict::ModernRetry) => {
+                        client.forget(&iid);
+                        return modern_retry(client, deadline, timeout).await;
+                    }
+                    Ok(Verdict::Legacy) | Err(_) => {
+                        if let Some(e) = init_error.take() {
+                            return Err(e);
+                        }
+                    }
+                }
+            } else {
+                let Some(r) = ires.take() else { continue };
+                i_done = true;
+                match r
+                    .map_err(HandshakeError::from)
+                    .and_then(|v| hello_from_initialize(&v))
+                {
+                    Ok(h) => {
+                        if !d_done {
+                            client.cancel(&did, "the server speaks an older revision");
+                        }
+                        return finish_legacy(client, h, deadline).await;
+                    }
+                    Err(e) if !d_done => init_error = Some(e),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if d_done && i_done {
+            return Err(init_error.unwrap_or(HandshakeError::Invalid(
+                "neither server/discover nor initialize succeeded".into(),
+            )));
+        }
+        tokio::select! {
+            r = &mut drx, if !d_done && dres.is_none() => dres = Some(flatten(r)),
+            r = &mut irx, if !i_done && ires.is_none() => ires = Some(flatten(r)),
+            _ = &mut sleep => {
+                client.cancel(&did, "timed out");
+                client.forget(&iid);
+                return Err(HandshakeError::Timeout(timeout));
+            }
+        }
+    }
 }
 
 fn flatten(

@@ -85,6 +85,8 @@ struct Inner {
     listen_id: Mutex<Option<RequestId>>,
     /// Notifications heard on subscriptions (to tell a silent attempt from a useful one).
     listen_heard: AtomicU64,
+    /// While the era is being decided: the ids of responses, in the order they arrived.
+    answers: Mutex<Option<Vec<RequestId>>>,
 }
 
 /// A cheap handle on one connection to one server; clones share it.
@@ -122,6 +124,7 @@ impl McpClient {
             stats: ClientStats::default(),
             listen_id: Mutex::new(None),
             listen_heard: AtomicU64::new(0),
+            answers: Mutex::new(None),
         });
         let sink: Arc<dyn InboundSink> = Arc::new(Sink(Arc::downgrade(&inner)));
         (McpClient { inner }, sink, rx)
@@ -200,6 +203,22 @@ impl McpClient {
         if let Ok(mut g) = self.inner.listen_id.lock() {
             *g = id;
         }
+    }
+
+    /// Start (or stop) recording the order in which responses arrive.
+    pub(crate) fn track_answers(&self, on: bool) {
+        if let Ok(mut g) = self.inner.answers.lock() {
+            *g = if on { Some(Vec::new()) } else { None };
+        }
+    }
+
+    pub(crate) fn answer_order(&self) -> Vec<RequestId> {
+        self.inner
+            .answers
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .unwrap_or_default()
     }
 
     pub(crate) fn listen_heard(&self) -> u64 {
@@ -478,7 +497,14 @@ impl Inner {
 
     fn on_inbound(&self, ev: Inbound) {
         match ev {
-            Inbound::Message(Message::Response { id, result }) => match self.take_pending(&id) {
+            Inbound::Message(Message::Response { id, result }) => match {
+                if let Ok(mut g) = self.answers.lock() {
+                    if let Some(v) = g.as_mut() {
+                        v.push(id.clone());
+                    }
+                }
+                self.take_pending(&id)
+            } {
                 Some(tx) => {
                     let _ = tx.send(result.map_err(RpcError::Server));
                 }
