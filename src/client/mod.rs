@@ -470,6 +470,17 @@ pub fn with_meta(params: Option<Value>, version: &str) -> Value {
 }
 
 impl Inner {
+    /// A response arrived: note its place in the order (while that is tracked) and take its
+    /// waiter.
+    fn answered(&self, id: &RequestId) -> Option<oneshot::Sender<Result<Value, RpcError>>> {
+        if let Ok(mut g) = self.answers.lock() {
+            if let Some(v) = g.as_mut() {
+                v.push(id.clone());
+            }
+        }
+        self.take_pending(id)
+    }
+
     fn take_pending(&self, id: &RequestId) -> Option<oneshot::Sender<Result<Value, RpcError>>> {
         self.pending.lock().ok().and_then(|mut p| p.remove(id))
     }
@@ -497,14 +508,7 @@ impl Inner {
 
     fn on_inbound(&self, ev: Inbound) {
         match ev {
-            Inbound::Message(Message::Response { id, result }) => match {
-                if let Ok(mut g) = self.answers.lock() {
-                    if let Some(v) = g.as_mut() {
-                        v.push(id.clone());
-                    }
-                }
-                self.take_pending(&id)
-            } {
+            Inbound::Message(Message::Response { id, result }) => match self.answered(&id) {
                 Some(tx) => {
                     let _ = tx.send(result.map_err(RpcError::Server));
                 }
