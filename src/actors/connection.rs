@@ -153,6 +153,24 @@ struct Link {
 }
 
 impl Link {
+    fn new(
+        server: Arc<ResolvedServer>,
+        ctx: ConnContext,
+        events: mpsc::UnboundedSender<ClientEvent>,
+    ) -> Rc<Link> {
+        Rc::new(Link {
+            server,
+            ctx,
+            client: RefCell::new(None),
+            dial_lock: tokio::sync::Mutex::new(()),
+            events,
+            state: RefCell::new(LinkState::Idle),
+            last_error: RefCell::new(None),
+            headers: RefCell::new(HashMap::new()),
+            ignored: std::cell::Cell::new(0),
+        })
+    }
+
     fn ignored_messages(&self) -> u64 {
         self.ignored.get()
             + self
@@ -403,22 +421,12 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(server: Arc<ResolvedServer>, ctx: ConnContext) -> Connection {
+        // The real link is made in `started` (and again after each restart).
         let (tx, _rx) = mpsc::unbounded_channel();
-        let link = Rc::new(Link {
-            server: server.clone(),
-            ctx: ctx.clone(),
-            client: RefCell::new(None),
-            dial_lock: tokio::sync::Mutex::new(()),
-            events: tx,
-            state: RefCell::new(LinkState::Idle),
-            last_error: RefCell::new(None),
-            headers: RefCell::new(HashMap::new()),
-            ignored: std::cell::Cell::new(0),
-        });
         Connection {
+            link: Link::new(server.clone(), ctx.clone(), tx),
             server,
             ctx,
-            link,
             owner: None,
             known: None,
             discovering: false,
@@ -430,17 +438,7 @@ impl Connection {
     fn fresh_link(&mut self, ctx: &mut Context<Self>) {
         self.link.drop_client();
         let (tx, rx) = mpsc::unbounded_channel();
-        self.link = Rc::new(Link {
-            server: self.server.clone(),
-            ctx: self.ctx.clone(),
-            client: RefCell::new(None),
-            dial_lock: tokio::sync::Mutex::new(()),
-            events: tx,
-            state: RefCell::new(LinkState::Idle),
-            last_error: RefCell::new(None),
-            headers: RefCell::new(HashMap::new()),
-            ignored: std::cell::Cell::new(0),
-        });
+        self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
         ctx.add_stream(tokio_stream_from(rx));
     }
 
