@@ -1,0 +1,211 @@
+//! The rmcp 3.x client under the same load as albedo's (see `albedo-mcp-bench`).
+//!
+//! Usage: `albedo-bench-rmcp-client '<job JSON>'`; prints one JSON line with the results.
+//! The job: `{"transport": "stdio", "command": ..., "args": [...]}` or
+//! `{"transport": "http", "url": ..., "pooled": bool}`, and `tool`, `arguments`, `levels`
+//! (calls in flight), `duration_ms` and `warmup_ms` (time-boxed) or `calls` (a fixed count).
+//! The client runs as rmcp's examples run it: `#[tokio::main]` (multi-threaded), `()` as
+//! handler, `ClientLifecycleMode::Auto` preferring 2026-07-28. Over HTTP the default is
+//! rmcp's own `from_uri` client (no idle connection pooling); `pooled` uses a pooled
+//! reqwest client and lets 256 POSTs run at once.
+
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn cpu_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+fn text_bytes(r: &rmcp::model::CallToolResult) -> u64 {
+    let v = serde_json::to_value(&r.content).unwrap_or(Value::Null);
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.get("text").and_then(Value::as_str))
+                .map(|s| s.len() as u64)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+struct Load {
+    tool: String,
+    arguments: serde_json::Map<String, Value>,
+}
+
+async fn one(peer: &Peer<RoleClient>, load: &Load) -> Result<u64, String> {
+    let params =
+        CallToolRequestParams::new(load.tool.clone()).with_arguments(load.arguments.clone());
+    let r = peer.call_tool(params).await.map_err(|e| e.to_string())?;
+    if r.is_error == Some(true) {
+        return Err("the tool answered isError".into());
+    }
+    Ok(text_bytes(&r))
+}
+
+/// Run `concurrency` loops until `until` (or until `calls` calls are done).
+async fn run_level(
+    peer: &Peer<RoleClient>,
+    load: &Arc<Load>,
+    concurrency: usize,
+    until: Option<Instant>,
+    calls: Option<u64>,
+) -> (Vec<u32>, u64, u64) {
+    let lat = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for _ in 0..concurrency {
+        let (peer, load, lat, bytes, errors, started) = (
+            peer.clone(),
+            load.clone(),
+            lat.clone(),
+            bytes.clone(),
+            errors.clone(),
+            started.clone(),
+        );
+        handles.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                if let Some(u) = until {
+                    if Instant::now() >= u {
+                        break;
+                    }
+                }
+                if let Some(n) = calls {
+                    if started.fetch_add(1, Ordering::Relaxed) >= n {
+                        break;
+                    }
+                }
+                let t = Instant::now();
+                match one(&peer, &load).await {
+                    Ok(b) => {
+                        mine.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        bytes.fetch_add(b, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                            eprintln!("rmcp client: call failed: {e}");
+                        }
+                    }
+                }
+            }
+            lat.lock().unwrap().extend(mine);
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    let v = std::mem::take(&mut *lat.lock().unwrap());
+    (
+        v,
+        bytes.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+    )
+}
+
+fn pct(sorted: &[u32], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)] as u64
+}
+
+#[tokio::main]
+async fn main() {
+    let job: Value = match std::env::args().nth(1).map(|s| serde_json::from_str(&s)) {
+        Some(Ok(v)) => v,
+        _ => {
+            eprintln!("usage: albedo-bench-rmcp-client '<job JSON>'");
+            std::process::exit(2);
+        }
+    };
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
+    let t0 = Instant::now();
+    let service = match job["transport"].as_str() {
+        Some("stdio") => {
+            let mut cmd = tokio::process::Command::new(job["command"].as_str().unwrap_or(""));
+            for a in job["args"].as_array().into_iter().flatten() {
+                cmd.arg(a.as_str().unwrap_or(""));
+            }
+            cmd.stderr(std::process::Stdio::null());
+            let t = TokioChildProcess::new(cmd).expect("spawn the server");
+            ().serve_with_lifecycle(t, lifecycle).await
+        }
+        _ => {
+            let url = job["url"].as_str().unwrap_or("").to_owned();
+            let t = if job["pooled"].as_bool() == Some(true) {
+                let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
+                cfg.max_concurrent_requests = 256;
+                StreamableHttpClientTransport::with_client(reqwest::Client::new(), cfg)
+            } else {
+                StreamableHttpClientTransport::from_uri(url)
+            };
+            ().serve_with_lifecycle(t, lifecycle).await
+        }
+    };
+    let service = match service {
+        Ok(s) => s,
+        Err(e) => {
+            println!("{}", json!({"error": format!("connect: {e}")}));
+            std::process::exit(1);
+        }
+    };
+    let peer = service.peer().clone();
+    if let Err(e) = peer.list_all_tools().await {
+        println!("{}", json!({"error": format!("tools/list: {e}")}));
+        std::process::exit(1);
+    }
+    let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let load = Arc::new(Load {
+        tool: job["tool"].as_str().unwrap_or("echo").to_owned(),
+        arguments: job["arguments"].as_object().cloned().unwrap_or_default(),
+    });
+    let duration = Duration::from_millis(job["duration_ms"].as_u64().unwrap_or(1000));
+    let warmup = Duration::from_millis(job["warmup_ms"].as_u64().unwrap_or(200));
+    let calls = job["calls"].as_u64();
+    let mut levels = Vec::new();
+    for c in job["levels"].as_array().into_iter().flatten() {
+        let c = c.as_u64().unwrap_or(1) as usize;
+        if calls.is_none() {
+            run_level(&peer, &load, c, Some(Instant::now() + warmup), None).await;
+        } else {
+            run_level(&peer, &load, 1, None, Some(1)).await;
+        }
+        let cpu0 = cpu_us();
+        let t = Instant::now();
+        let until = calls.is_none().then(|| Instant::now() + duration);
+        let (mut lat, bytes, errors) = run_level(&peer, &load, c, until, calls).await;
+        let elapsed = t.elapsed().as_secs_f64();
+        let cpu = cpu_us() - cpu0;
+        lat.sort_unstable();
+        levels.push(json!({
+            "concurrency": c,
+            "calls": lat.len(),
+            "errors": errors,
+            "elapsed_s": elapsed,
+            "p50_us": pct(&lat, 0.50),
+            "p99_us": pct(&lat, 0.99),
+            "cpu_us": cpu,
+            "result_bytes": bytes,
+        }));
+    }
+    println!("{}", json!({"connect_ms": connect_ms, "levels": levels}));
+    let _ = service.cancel().await;
+}

@@ -1,0 +1,228 @@
+//! A minimal HTTP/1.1 keep-alive client for the daemon's API (the load generator and the
+//! session scenarios): cheap, so the daemon's cost dominates. Content-Length and chunked
+//! bodies.
+
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Conn {
+    addr: String,
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    req: Vec<u8>,
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+impl Conn {
+    /// `addr` is `host:port`.
+    pub fn new(addr: &str) -> Conn {
+        Conn {
+            addr: addr.to_owned(),
+            stream: None,
+            buf: Vec::with_capacity(16 * 1024),
+            req: Vec::with_capacity(1024),
+        }
+    }
+
+    async fn stream(&mut self) -> io::Result<&mut TcpStream> {
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.addr).await?;
+            let _ = s.set_nodelay(true);
+            self.stream = Some(s);
+            self.buf.clear();
+        }
+        Ok(self.stream.as_mut().expect("connected"))
+    }
+
+    /// One request; answers the status and the body.
+    pub async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> io::Result<(u16, Vec<u8>)> {
+        self.request_with(method, path, body, false)
+            .await
+            .map(|(st, b, _)| (st, b))
+    }
+
+    /// One request whose body is counted, not kept (its first 512 bytes are): answers the
+    /// status, that start and the body's length. The load generator's way to read a
+    /// 10 MiB answer without holding it.
+    pub async fn request_counted(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> io::Result<(u16, Vec<u8>, usize)> {
+        self.request_with(method, path, body, true).await
+    }
+
+    async fn request_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        discard: bool,
+    ) -> io::Result<(u16, Vec<u8>, usize)> {
+        match self.try_request(method, path, body, discard).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.stream = None;
+                Err(e)
+            }
+        }
+    }
+
+    async fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        discard: bool,
+    ) -> io::Result<(u16, Vec<u8>, usize)> {
+        self.req.clear();
+        self.req.extend_from_slice(method.as_bytes());
+        self.req.push(b' ');
+        self.req.extend_from_slice(path.as_bytes());
+        self.req.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+        self.req.extend_from_slice(self.addr.as_bytes());
+        self.req.extend_from_slice(b"\r\n");
+        if let Some(b) = body {
+            self.req.extend_from_slice(
+                format!(
+                    "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                    b.len()
+                )
+                .as_bytes(),
+            );
+        }
+        self.req.extend_from_slice(b"\r\n");
+        if let Some(b) = body {
+            self.req.extend_from_slice(b);
+        }
+        let req = std::mem::take(&mut self.req);
+        let r = self.stream().await?.write_all(&req).await;
+        self.req = req;
+        r?;
+        // The head.
+        let head_end = loop {
+            if let Some(p) = find(&self.buf, b"\r\n\r\n") {
+                break p + 4;
+            }
+            self.read_more().await?;
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut len: Option<usize> = None;
+        let mut chunked = false;
+        let mut close = false;
+        for l in head.split("\r\n").skip(1) {
+            if let Some((k, v)) = l.split_once(':') {
+                let v = v.trim();
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.parse().ok();
+                } else if k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked") {
+                    chunked = true;
+                } else if k.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close") {
+                    close = true;
+                }
+            }
+        }
+        self.buf.drain(..head_end);
+        if discard && !chunked {
+            let n = len.unwrap_or(0);
+            let mut start = Vec::new();
+            let mut seen = 0usize;
+            loop {
+                let take = (n - seen).min(self.buf.len());
+                if start.len() < 512 {
+                    let k = take.min(512 - start.len());
+                    start.extend_from_slice(&self.buf[..k]);
+                }
+                self.buf.drain(..take);
+                seen += take;
+                if seen >= n {
+                    break;
+                }
+                self.read_more().await?;
+            }
+            if close {
+                self.stream = None;
+            }
+            if self.buf.capacity() > 1 << 20 {
+                self.buf.shrink_to(16 * 1024);
+            }
+            return Ok((status, start, n));
+        }
+        let body = if chunked {
+            let mut body = Vec::new();
+            loop {
+                let line_end = loop {
+                    if let Some(p) = find(&self.buf, b"\r\n") {
+                        break p;
+                    }
+                    self.read_more().await?;
+                };
+                let size = usize::from_str_radix(
+                    String::from_utf8_lossy(&self.buf[..line_end])
+                        .split(';')
+                        .next()
+                        .unwrap_or("")
+                        .trim(),
+                    16,
+                )
+                .map_err(|_| io::Error::other("bad chunk size"))?;
+                while self.buf.len() < line_end + 2 + size + 2 {
+                    self.read_more().await?;
+                }
+                body.extend_from_slice(&self.buf[line_end + 2..line_end + 2 + size]);
+                self.buf.drain(..line_end + 2 + size + 2);
+                if size == 0 {
+                    break;
+                }
+            }
+            body
+        } else {
+            let n = len.unwrap_or(0);
+            while self.buf.len() < n {
+                self.read_more().await?;
+            }
+            let rest = self.buf.split_off(n);
+            std::mem::replace(&mut self.buf, rest)
+        };
+        if close {
+            self.stream = None;
+        }
+        if self.buf.capacity() > 1 << 20 {
+            self.buf.shrink_to(16 * 1024);
+        }
+        let n = body.len();
+        Ok((status, body, n))
+    }
+
+    async fn read_more(&mut self) -> io::Result<()> {
+        let mut chunk = [0u8; 64 * 1024];
+        let s = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| io::Error::other("not connected"))?;
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection",
+            ));
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(())
+    }
+}

@@ -1,0 +1,1616 @@
+//! `albedo-mcp-bench`: albedo's MCP client side by side with the official SDK clients (rmcp
+//! 3.x, the TypeScript SDK v2 client), through the daemon's HTTP API, against real servers,
+//! and at scale. See README.md, "Benchmarks".
+//!
+//! `cargo run --release --bin albedo-mcp-bench -- [--quick] [--json FILE] [--repeat N]
+//! [--only SCENARIO,...] [--no-rmcp] [--no-ts]`
+//!
+//! Scenarios: `roundtrip` (one connection to the bench's own minimal stdio and HTTP servers,
+//! 1/16/256 calls in flight, each client, and the daemon's API), `real` (Python `mcp`,
+//! server-everything), `session` (warm and cold session open), `large` (10 MiB results),
+//! `scale` (1,000 idle HTTP connections; 200 sessions x 5 stdio servers).
+//!
+//! Every process it needs is this binary in a hidden mode, so what is measured is always the
+//! code it was built from: `__stdio-server`, `__http-server` (the minimal servers),
+//! `__client` (albedo's client library under load), `__daemon` (`albedo-mcp serve`),
+//! `launch` (the stdio launcher). The rmcp client is the workspace member
+//! `benches/rmcp-client` (built on first use with `cargo build -p albedo-bench-rmcp-client`,
+//! so the daemon never links rmcp); the TypeScript client is `benches/ts-client.mjs`.
+
+mod client;
+mod httpc;
+mod procs;
+mod server;
+
+use procs::{Proc, Scratch};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let code = match args.get(1).map(String::as_str) {
+        Some("launch") => {
+            // `launch -- command args...`, as the stdio transport runs its launcher.
+            let rest: Vec<String> = args[2..]
+                .iter()
+                .skip_while(|a| a.as_str() == "--")
+                .cloned()
+                .collect();
+            match rest.split_first() {
+                Some((cmd, a)) => albedo_mcp::transport::launcher::run(cmd, a),
+                None => 2,
+            }
+        }
+        Some("__stdio-server") => server::run_stdio(&server::ServerOpts::parse(&args[2..])),
+        Some("__http-server") => server::run_http(&server::ServerOpts::parse(&args[2..])),
+        Some("__client") => client::run(args.get(2).map(String::as_str).unwrap_or("{}")),
+        Some("__daemon") => {
+            let ready = args.get(2).map(PathBuf::from);
+            match albedo_mcp::cli::serve::run(Some("127.0.0.1:0".into()), ready) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("albedo-mcp-bench daemon: {e}");
+                    1
+                }
+            }
+        }
+        _ => match Opts::parse(&args[1..]) {
+            Ok(o) => Bench::new(o).run(),
+            Err(e) => {
+                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,session,large,scale] [--no-rmcp] [--no-ts]");
+                2
+            }
+        },
+    };
+    std::process::exit(code);
+}
+
+struct Opts {
+    quick: bool,
+    json: Option<PathBuf>,
+    repeat: usize,
+    only: Option<Vec<String>>,
+    rmcp: bool,
+    ts: bool,
+}
+
+impl Opts {
+    fn parse(args: &[String]) -> Result<Opts, String> {
+        let mut o = Opts {
+            quick: false,
+            json: None,
+            repeat: 1,
+            only: None,
+            rmcp: true,
+            ts: true,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--quick" => o.quick = true,
+                "--json" => o.json = Some(it.next().ok_or("--json needs a file")?.into()),
+                "--repeat" => {
+                    o.repeat = it
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--repeat needs a number")?
+                }
+                "--only" => {
+                    o.only = Some(
+                        it.next()
+                            .ok_or("--only needs scenarios")?
+                            .split(',')
+                            .map(str::to_owned)
+                            .collect(),
+                    )
+                }
+                "--no-rmcp" => o.rmcp = false,
+                "--no-ts" => o.ts = false,
+                "-h" | "--help" => return Err("albedo-mcp-bench: albedo's MCP client side by side with rmcp and the TypeScript SDK".into()),
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// How much of everything: the full run, or `--quick` (tiny, for CI).
+struct Sizes {
+    duration_ms: u64,
+    warmup_ms: u64,
+    levels: Vec<u64>,
+    real_levels: Vec<u64>,
+    real_duration_ms: u64,
+    real_http: bool,
+    warm_servers: usize,
+    warm_tools: usize,
+    warm_reps: usize,
+    cold_servers: usize,
+    cold_delay_ms: u64,
+    cold_reps: usize,
+    big_bytes: u64,
+    big_calls: u64,
+    scale_http: usize,
+    scale_sessions: usize,
+    scale_per_session: usize,
+    scale_concurrency: usize,
+    scale_duration_ms: u64,
+}
+
+impl Sizes {
+    fn full() -> Sizes {
+        Sizes {
+            duration_ms: 2000,
+            warmup_ms: 300,
+            levels: vec![1, 16, 256],
+            real_levels: vec![1, 16],
+            real_duration_ms: 1500,
+            real_http: true,
+            warm_servers: 100,
+            warm_tools: 50,
+            warm_reps: 10,
+            cold_servers: 20,
+            cold_delay_ms: 300,
+            cold_reps: 3,
+            big_bytes: 10 << 20,
+            big_calls: 5,
+            scale_http: 1000,
+            scale_sessions: 200,
+            scale_per_session: 5,
+            scale_concurrency: 256,
+            scale_duration_ms: 3000,
+        }
+    }
+    fn quick() -> Sizes {
+        Sizes {
+            duration_ms: 150,
+            warmup_ms: 30,
+            levels: vec![1, 16, 256],
+            real_levels: vec![1],
+            real_duration_ms: 150,
+            real_http: false,
+            warm_servers: 5,
+            warm_tools: 10,
+            warm_reps: 2,
+            cold_servers: 3,
+            cold_delay_ms: 300,
+            cold_reps: 1,
+            big_bytes: 1 << 20,
+            big_calls: 2,
+            scale_http: 10,
+            scale_sessions: 3,
+            scale_per_session: 2,
+            scale_concurrency: 16,
+            scale_duration_ms: 200,
+        }
+    }
+}
+
+/// The same job for every client (albedo, rmcp, ts): where the server is, what to call, how.
+fn job(target: &Value, tool: &str, arguments: Value, levels: &[u64], sizes: &Sizes) -> Value {
+    let mut j = target.as_object().cloned().unwrap_or_default();
+    j.insert("tool".into(), tool.into());
+    j.insert("arguments".into(), arguments);
+    j.insert("levels".into(), json!(levels));
+    j.insert("duration_ms".into(), sizes.duration_ms.into());
+    j.insert("warmup_ms".into(), sizes.warmup_ms.into());
+    Value::Object(j)
+}
+
+struct Bench {
+    opts: Opts,
+    sizes: Sizes,
+    exe: PathBuf,
+    repo: PathBuf,
+    peers: PathBuf,
+    scratch: Scratch,
+    records: Vec<Value>,
+    notes: Vec<String>,
+    rmcp: Option<PathBuf>,
+    node_modules: Option<PathBuf>,
+    http: Option<(Proc, u16)>,
+    rt: tokio::runtime::Runtime,
+}
+
+const ALBEDO: &str = "albedo";
+const RMCP: &str = "rmcp";
+const RMCP_POOLED: &str = "rmcp-pooled";
+const TS: &str = "ts-sdk-v2";
+const API: &str = "albedo-daemon-api";
+
+impl Bench {
+    fn new(opts: Opts) -> Bench {
+        let sizes = if opts.quick {
+            Sizes::quick()
+        } else {
+            Sizes::full()
+        };
+        let repo = std::env::var_os("ALBEDO_REPO")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let peers = std::env::var_os("ALBEDO_PEERS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo.join(".peers"));
+        Bench {
+            opts,
+            sizes,
+            exe: std::env::current_exe().expect("current_exe"),
+            repo,
+            peers,
+            scratch: Scratch::new(),
+            records: Vec::new(),
+            notes: Vec::new(),
+            rmcp: None,
+            node_modules: None,
+            http: None,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime"),
+        }
+    }
+
+    fn wants(&self, scenario: &str) -> bool {
+        self.opts
+            .only
+            .as_ref()
+            .map(|o| o.iter().any(|s| s == scenario))
+            .unwrap_or(true)
+    }
+
+    fn note(&mut self, s: String) {
+        eprintln!("note: {s}");
+        self.notes.push(s);
+    }
+
+    fn run(mut self) -> i32 {
+        procs::raise_nofile();
+        let started = Instant::now();
+        println!(
+            "albedo-mcp-bench ({} run) on {}",
+            if self.opts.quick { "quick" } else { "full" },
+            machine()
+        );
+        self.prepare_clients();
+        if let Err(e) = self.start_http_server() {
+            eprintln!("albedo-mcp-bench: {e}");
+            return 1;
+        }
+        let steps: [(&str, Step); 5] = [
+            ("roundtrip", |b| {
+                for rep in 0..b.opts.repeat {
+                    b.roundtrip(rep);
+                }
+            }),
+            ("real", Bench::real_servers),
+            ("session", Bench::session_open),
+            ("large", Bench::large),
+            ("scale", Bench::scale),
+        ];
+        for (name, step) in steps {
+            if self.wants(name) {
+                let t = Instant::now();
+                step(&mut self);
+                println!("({name}: {:.1} s)", t.elapsed().as_secs_f64());
+            }
+        }
+        let (ratios, targets) = self.summary();
+        let failures: Vec<&Value> = self
+            .records
+            .iter()
+            .filter(|r| r.get("failed").is_some())
+            .collect();
+        let code = if failures.is_empty() { 0 } else { 1 };
+        if let Some(f) = &self.opts.json {
+            let doc = json!({
+                "date": today(),
+                "machine": machine(),
+                "mode": if self.opts.quick { "quick" } else { "full" },
+                "seconds": started.elapsed().as_secs_f64(),
+                "records": self.records,
+                "ratios": ratios,
+                "targets": targets,
+                "notes": self.notes,
+            });
+            if let Err(e) = std::fs::write(f, serde_json::to_vec_pretty(&doc).unwrap_or_default()) {
+                eprintln!("cannot write {}: {e}", f.display());
+                return 1;
+            }
+            println!("wrote {}", f.display());
+        }
+        println!(
+            "done in {:.1} s{}",
+            started.elapsed().as_secs_f64(),
+            if failures.is_empty() {
+                String::new()
+            } else {
+                format!("; {} measurement(s) FAILED", failures.len())
+            }
+        );
+        code
+    }
+
+    /// Build the rmcp client (a workspace member) and find the TypeScript SDK.
+    fn prepare_clients(&mut self) {
+        if self.opts.rmcp {
+            let release = !cfg!(debug_assertions);
+            let dir = self.exe.parent().map(Path::to_path_buf).unwrap_or_default();
+            let bin = dir.join("albedo-bench-rmcp-client");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.arg("build")
+                .arg("-q")
+                .arg("-p")
+                .arg("albedo-bench-rmcp-client")
+                .arg("--manifest-path")
+                .arg(self.repo.join("Cargo.toml"));
+            if release {
+                cmd.arg("--release");
+            }
+            eprintln!("building the rmcp client (cargo build -p albedo-bench-rmcp-client)...");
+            let t = Instant::now();
+            match cmd.stdout(Stdio::null()).status() {
+                Ok(s) if s.success() && bin.is_file() => {
+                    eprintln!("rmcp client ready in {:.1} s", t.elapsed().as_secs_f64());
+                    self.rmcp = Some(bin);
+                }
+                Ok(s) if bin.is_file() => {
+                    self.note(format!(
+                        "building the rmcp client failed ({s}); using the existing {}",
+                        bin.display()
+                    ));
+                    self.rmcp = Some(bin);
+                }
+                other => self.note(format!(
+                    "the rmcp client is not available ({other:?}); its measurements are skipped"
+                )),
+            }
+        }
+        if self.opts.ts {
+            let nm = std::env::var_os("PEERS_NPM_MODULES")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| self.peers.join("npm/node_modules"));
+            let ok = nm
+                .join("@modelcontextprotocol/client/dist/index.mjs")
+                .is_file()
+                && Command::new("node")
+                    .arg("--version")
+                    .stdout(Stdio::null())
+                    .status()
+                    .map(|s| s.success())
+                    .unwrap_or(false);
+            if ok {
+                self.node_modules = Some(nm);
+            } else {
+                self.note(format!(
+                    "the TypeScript SDK client is not available (node, or {} missing: run tests/peers/install.sh); its measurements are skipped",
+                    nm.display()
+                ));
+            }
+        }
+    }
+
+    fn start_http_server(&mut self) -> Result<(), String> {
+        let pf = self.scratch.0.join("http-port");
+        let child = Command::new(&self.exe)
+            .arg("__http-server")
+            .arg("--port-file")
+            .arg(&pf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start the bench HTTP server: {e}"))?;
+        let p = Proc { child };
+        let port = procs::wait_file(&pf, Duration::from_secs(10))
+            .and_then(|s| s.parse::<u16>().ok())
+            .ok_or("the bench HTTP server did not start")?;
+        self.http = Some((p, port));
+        Ok(())
+    }
+
+    fn http_port(&self) -> u16 {
+        self.http.as_ref().map(|(_, p)| *p).unwrap_or(0)
+    }
+
+    fn stdio_target(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["__stdio-server".to_owned()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        json!({"transport": "stdio", "command": self.exe, "args": args})
+    }
+
+    fn http_target(&self, path: &str) -> Value {
+        json!({"transport": "http", "url": format!("http://127.0.0.1:{}{path}", self.http_port())})
+    }
+
+    /// Run one client on a job; `None` (with a note) when it cannot run.
+    fn run_client(&mut self, who: &str, job: &Value) -> Option<Value> {
+        let mut j = job.clone();
+        let cmd = match who {
+            ALBEDO => {
+                let mut c = Command::new(&self.exe);
+                c.arg("__client").arg(j.to_string());
+                c
+            }
+            RMCP | RMCP_POOLED => {
+                let bin = self.rmcp.clone()?;
+                j["pooled"] = Value::Bool(who == RMCP_POOLED);
+                let mut c = Command::new(bin);
+                c.arg(j.to_string());
+                c
+            }
+            TS => {
+                let nm = self.node_modules.clone()?;
+                j["node_modules"] = json!(nm);
+                let mut c = Command::new("node");
+                c.arg(self.repo.join("benches/ts-client.mjs"))
+                    .arg(j.to_string());
+                c
+            }
+            _ => return None,
+        };
+        let levels = j["levels"].as_array().map(Vec::len).unwrap_or(1) as u64;
+        let per = j["duration_ms"].as_u64().unwrap_or(1000) + j["warmup_ms"].as_u64().unwrap_or(0);
+        let limit = Duration::from_millis(60_000 + levels * per * 3);
+        match procs::run_json(cmd, limit) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.note(format!("{who} failed on {}: {e}", describe(job)));
+                None
+            }
+        }
+    }
+
+    /// Turn a client's output into records.
+    fn record_levels(&mut self, scenario: &str, who: &str, out: &Value, extra: &Value) {
+        for l in out["levels"].as_array().into_iter().flatten() {
+            let calls = l["calls"].as_u64().unwrap_or(0);
+            let elapsed = l["elapsed_s"].as_f64().unwrap_or(0.0);
+            let mut r = json!({
+                "scenario": scenario,
+                "client": who,
+                "concurrency": l["concurrency"],
+                "calls": calls,
+                "calls_per_s": if elapsed > 0.0 { calls as f64 / elapsed } else { 0.0 },
+                "p50_us": l["p50_us"],
+                "p99_us": l["p99_us"],
+                "cpu_us_per_call": if calls > 0 { l["cpu_us"].as_f64().unwrap_or(0.0) / calls as f64 } else { 0.0 },
+                "errors": l["errors"],
+                "connect_ms": out["connect_ms"],
+            });
+            let bytes = l["result_bytes"].as_u64().unwrap_or(0);
+            if bytes > 0 && elapsed > 0.0 && scenario.starts_with("large") {
+                r["mb_per_s"] = json!(bytes as f64 / elapsed / 1e6);
+                r["result_bytes"] = json!(bytes);
+            }
+            merge(&mut r, extra);
+            if l["errors"].as_u64().unwrap_or(0) > 0 || calls == 0 {
+                r["failed"] = json!("errors or no calls");
+            }
+            self.push(r);
+        }
+    }
+
+    fn push(&mut self, r: Value) {
+        print_record(&r);
+        self.records.push(r);
+    }
+
+    // ---- 1. round trips -------------------------------------------------------------------
+
+    fn roundtrip(&mut self, rep: usize) {
+        println!(
+            "\n== round trips through one connection (rep {}) ==",
+            rep + 1
+        );
+        let levels = self.sizes.levels.clone();
+        let args = json!({"message": "hello"});
+        let variants = [
+            ("roundtrip_stdio", self.stdio_target(&[])),
+            ("roundtrip_http", self.http_target("/mcp")),
+        ];
+        for (scenario, target) in variants {
+            let j = job(&target, "echo", args.clone(), &levels, &self.sizes);
+            let mut clients = vec![ALBEDO, RMCP];
+            if scenario == "roundtrip_http" {
+                clients.push(RMCP_POOLED);
+            }
+            clients.push(TS);
+            for who in clients {
+                if let Some(out) = self.run_client(who, &j) {
+                    self.record_levels(scenario, who, &out, &json!({"rep": rep}));
+                }
+            }
+        }
+        self.api_roundtrip(rep);
+    }
+
+    /// The same calls through the daemon's HTTP API.
+    fn api_roundtrip(&mut self, rep: usize) {
+        let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+            "bench": {"type": "stdio", "command": self.exe, "args": ["__stdio-server"]},
+            "benchhttp": {"type": "http", "url": format!("http://127.0.0.1:{}/mcp", self.http_port())},
+        }}});
+        let Some(d) = self.start_daemon("api", &ext) else {
+            return;
+        };
+        let Some(id) = self.open_session(&d) else {
+            return;
+        };
+        for (scenario, tool) in [
+            ("roundtrip_stdio", "mcp__bench__echo"),
+            ("roundtrip_http", "mcp__benchhttp__echo"),
+        ] {
+            let path = format!("/sessions/{id}/tools/{tool}/call");
+            let body = br#"{"arguments":{"message":"hello"}}"#.to_vec();
+            for c in self.sizes.levels.clone() {
+                let r = self.api_load(
+                    &d,
+                    std::slice::from_ref(&path),
+                    &body,
+                    c as usize,
+                    self.sizes.duration_ms,
+                    self.sizes.warmup_ms,
+                );
+                let mut rec = r.record(scenario, API, c as usize);
+                rec["rep"] = json!(rep);
+                rec["cpu_note"] = json!("daemon process CPU per call");
+                self.push(rec);
+            }
+        }
+    }
+
+    // ---- 2. real servers ------------------------------------------------------------------
+
+    fn real_servers(&mut self) {
+        println!("\n== real servers ==");
+        let py = self.peers.join("venv/bin/python");
+        let py_server = self.repo.join("tests/servers/py_mcp_server.py");
+        let everything = self
+            .peers
+            .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let mut targets: Vec<(String, Value, Option<Proc>)> = Vec::new();
+        if py.is_file() {
+            targets.push((
+                "real_python_stdio".into(),
+                json!({"transport": "stdio", "command": py, "args": [py_server]}),
+                None,
+            ));
+        } else {
+            self.note("Python mcp is not installed (.peers/venv): skipped".into());
+        }
+        if everything.is_file() {
+            targets.push((
+                "real_everything_stdio".into(),
+                json!({"transport": "stdio", "command": "node", "args": [everything, "stdio"]}),
+                None,
+            ));
+        } else {
+            self.note("server-everything is not installed: skipped".into());
+        }
+        if self.sizes.real_http {
+            if py.is_file() {
+                let pf = self.scratch.0.join("py-port");
+                let child = Command::new(&py)
+                    .arg(&py_server)
+                    .args(["--transport", "http", "--port", "0", "--port-file"])
+                    .arg(&pf)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn();
+                if let Ok(child) = child {
+                    let p = Proc { child };
+                    if let Some(port) = procs::wait_file(&pf, Duration::from_secs(30)) {
+                        targets.push((
+                            "real_python_http".into(),
+                            json!({"transport": "http", "url": format!("http://127.0.0.1:{port}/mcp")}),
+                            Some(p),
+                        ));
+                    }
+                }
+            }
+            if everything.is_file() {
+                let port = procs::free_port();
+                let child = Command::new("node")
+                    .arg("--require")
+                    .arg(self.repo.join("tests/peers/localhost.cjs"))
+                    .arg(&everything)
+                    .arg("streamableHttp")
+                    .env("PORT", port.to_string())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn();
+                if let Ok(child) = child {
+                    let p = Proc { child };
+                    if procs::wait_port(port, Duration::from_secs(30)) {
+                        targets.push((
+                            "real_everything_http".into(),
+                            json!({"transport": "http", "url": format!("http://127.0.0.1:{port}/mcp")}),
+                            Some(p),
+                        ));
+                    }
+                }
+            }
+        }
+        let levels = self.sizes.real_levels.clone();
+        for (scenario, target, _server) in targets {
+            let mut j = job(
+                &target,
+                "echo",
+                json!({"message": "hello"}),
+                &levels,
+                &self.sizes,
+            );
+            j["duration_ms"] = json!(self.sizes.real_duration_ms);
+            for who in [ALBEDO, RMCP, TS] {
+                if let Some(out) = self.run_client(who, &j) {
+                    self.record_levels(&scenario, who, &out, &json!({}));
+                }
+            }
+        }
+    }
+
+    // ---- 3. session open ------------------------------------------------------------------
+
+    fn session_open(&mut self) {
+        println!("\n== session open ==");
+        // Warm: saved catalogues of N servers x M tools.
+        let mut servers = Map::new();
+        let tools = self.sizes.warm_tools.to_string();
+        for i in 0..self.sizes.warm_servers {
+            servers.insert(
+                format!("w{i}"),
+                json!({"type": "stdio", "command": self.exe, "args": ["__stdio-server", "--tools", tools]}),
+            );
+        }
+        let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
+        if let Some(d) = self.start_daemon("warm", &ext) {
+            // The first session discovers every server and saves the catalogues.
+            let t = Instant::now();
+            let seeded = self.open_session(&d);
+            let seed_ms = t.elapsed().as_secs_f64() * 1000.0;
+            if let Some(id) = seeded {
+                self.delete_session(&d, &id);
+                let want = self.sizes.warm_servers * self.sizes.warm_tools;
+                let mut times = Vec::new();
+                for _ in 0..self.sizes.warm_reps {
+                    std::thread::sleep(Duration::from_millis(300));
+                    let t = Instant::now();
+                    let (id, tools) = self
+                        .rt
+                        .block_on(async {
+                            let mut c = httpc::Conn::new(&d.addr);
+                            let (st, body) =
+                                c.request("POST", "/sessions", Some(b"{}")).await.ok()?;
+                            if st != 201 {
+                                return None;
+                            }
+                            let v: Value = serde_json::from_slice(&body).ok()?;
+                            let id = v["id"].as_str()?.to_owned();
+                            if std::env::var_os("BENCH_DEBUG").is_some() {
+                                eprintln!("warm: POST /sessions answered after {:?}", t.elapsed());
+                            }
+                            let (_, body) = c
+                                .request("GET", &format!("/sessions/{id}/tools"), None)
+                                .await
+                                .ok()?;
+                            // Counted without building the list (5,000 tools).
+                            #[derive(serde::Deserialize)]
+                            struct Listing {
+                                tools: Vec<serde::de::IgnoredAny>,
+                            }
+                            let v: Listing = serde_json::from_slice(&body).ok()?;
+                            Some((id, v.tools.len()))
+                        })
+                        .unwrap_or_default();
+                    let ms = t.elapsed().as_secs_f64() * 1000.0;
+                    if tools >= want {
+                        times.push(ms);
+                    } else {
+                        self.note(format!("warm open listed {tools} tools, not {want}"));
+                    }
+                    if !id.is_empty() {
+                        self.delete_session(&d, &id);
+                    }
+                }
+                times.sort_by(f64::total_cmp);
+                let mut r = json!({
+                    "scenario": "session_open_warm",
+                    "client": API,
+                    "concurrency": 1,
+                    "servers": self.sizes.warm_servers,
+                    "tools_per_server": self.sizes.warm_tools,
+                    "open_ms_p50": pctf(&times, 0.5),
+                    "open_ms_max": times.last().copied().unwrap_or(0.0),
+                    "first_discovery_ms": seed_ms,
+                    "reps": times.len(),
+                });
+                if times.is_empty() {
+                    r["failed"] = json!("no warm open listed every tool");
+                }
+                self.push(r);
+            }
+        }
+        // Cold: N servers that each take D ms to start, never heard from.
+        let delay = self.sizes.cold_delay_ms;
+        let mut times = Vec::new();
+        let mut ext = json!({});
+        let Some(d) = self.start_daemon(
+            "cold",
+            &json!({"enabled": {"mcp": true}, "mcp": {"servers": {}}}),
+        ) else {
+            return;
+        };
+        for rep in 0..self.sizes.cold_reps {
+            let mut servers = Map::new();
+            for i in 0..self.sizes.cold_servers {
+                servers.insert(
+                    format!("c{i}"),
+                    json!({"type": "stdio", "command": self.exe,
+                           "args": ["__stdio-server", "--start-delay-ms", delay.to_string(), "--nonce", format!("{rep}")]}),
+                );
+            }
+            ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
+            let _ = std::fs::write(
+                d.home.join("extensions.json"),
+                serde_json::to_vec_pretty(&ext).unwrap_or_default(),
+            );
+            let t = Instant::now();
+            let v = self.rt.block_on(async {
+                let mut c = httpc::Conn::new(&d.addr);
+                let (_, body) = c.request("POST", "/sessions", Some(b"{}")).await.ok()?;
+                serde_json::from_slice::<Value>(&body).ok()
+            });
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            let connected = v
+                .as_ref()
+                .and_then(|v| v["servers"].as_array())
+                .map(|a| a.iter().filter(|s| s["state"] == "connected").count())
+                .unwrap_or(0);
+            if connected == self.sizes.cold_servers {
+                times.push(ms);
+            } else {
+                self.note(format!(
+                    "cold open: {connected} of {} servers connected",
+                    self.sizes.cold_servers
+                ));
+            }
+            if let Some(id) = v.as_ref().and_then(|v| v["id"].as_str()) {
+                self.delete_session(&d, id);
+            }
+        }
+        let _ = ext;
+        times.sort_by(f64::total_cmp);
+        let mut r = json!({
+            "scenario": "session_open_cold",
+            "client": API,
+            "concurrency": 1,
+            "servers": self.sizes.cold_servers,
+            "server_start_ms": delay,
+            "open_ms_p50": pctf(&times, 0.5),
+            "open_ms_max": times.last().copied().unwrap_or(0.0),
+            "over_slowest_ms_max": times.last().map(|t| t - delay as f64).unwrap_or(0.0),
+            "reps": times.len(),
+        });
+        if times.is_empty() {
+            r["failed"] = json!("no cold open connected every server");
+        }
+        self.push(r);
+    }
+
+    // ---- 4. large messages ----------------------------------------------------------------
+
+    fn large(&mut self) {
+        println!("\n== large results ==");
+        let bytes = self.sizes.big_bytes;
+        let args = json!({ "bytes": bytes });
+        let variants = [
+            ("large_stdio", self.stdio_target(&[])),
+            ("large_http_json", self.http_target("/mcp")),
+            ("large_http_sse", self.http_target("/sse")),
+        ];
+        for (scenario, target) in &variants {
+            let mut j = job(target, "big", args.clone(), &[1], &self.sizes);
+            j["calls"] = json!(self.sizes.big_calls);
+            for who in [ALBEDO, RMCP, TS] {
+                if let Some(out) = self.run_client(who, &j) {
+                    self.record_levels(scenario, who, &out, &json!({}));
+                }
+            }
+        }
+        // Through the daemon: a fresh daemon per variant, so its peak is this variant's.
+        for (scenario, target) in &variants {
+            let server = if target["transport"] == "stdio" {
+                json!({"type": "stdio", "command": self.exe, "args": ["__stdio-server"]})
+            } else {
+                json!({"type": "http", "url": target["url"]})
+            };
+            let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {"big": server}}});
+            let Some(d) = self.start_daemon("large", &ext) else {
+                continue;
+            };
+            let Some(id) = self.open_session(&d) else {
+                continue;
+            };
+            let path = format!("/sessions/{id}/tools/mcp__big__big/call");
+            // A small call first: the connection is up, the buffers are warm.
+            let small = json!({"arguments": {"bytes": 1024}})
+                .to_string()
+                .into_bytes();
+            self.api_load(&d, std::slice::from_ref(&path), &small, 1, 0, 0);
+            std::thread::sleep(Duration::from_millis(200));
+            let base = procs::rss_kib(d.pid());
+            let reset = procs::reset_hwm(d.pid());
+            let body = json!({"arguments": {"bytes": bytes}})
+                .to_string()
+                .into_bytes();
+            let r = self.api_count(&d, &path, &body, self.sizes.big_calls);
+            let hwm = procs::hwm_kib(d.pid());
+            let mut rec = r.record(scenario, API, 1);
+            let msg_kib = bytes as f64 / 1024.0;
+            rec["mb_per_s"] = json!(r.bytes as f64 / r.elapsed_s.max(1e-9) / 1e6);
+            rec["result_bytes"] = json!(bytes);
+            rec["daemon_base_rss_kib"] = json!(base);
+            rec["daemon_peak_rss_kib"] = json!(hwm);
+            rec["daemon_peak_over_base_kib"] = json!(hwm.saturating_sub(base));
+            rec["daemon_peak_over_base_x_message"] =
+                json!(hwm.saturating_sub(base) as f64 / msg_kib);
+            if !reset {
+                rec["hwm_note"] = json!("VmHWM could not be reset; peak is since the start");
+            }
+            self.push(rec);
+        }
+    }
+
+    // ---- 5. scale -------------------------------------------------------------------------
+
+    fn scale(&mut self) {
+        println!("\n== scale ==");
+        // N idle HTTP connections, one session.
+        let n = self.sizes.scale_http;
+        let mut servers = Map::new();
+        for i in 0..n {
+            servers.insert(
+                format!("h{i}"),
+                json!({"type": "http", "url": format!("http://127.0.0.1:{}/mcp/{i}", self.http_port())}),
+            );
+        }
+        let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
+        if let Some(d) = self.start_daemon("scale-http", &ext) {
+            std::thread::sleep(Duration::from_millis(300));
+            let base = procs::rss_kib(d.pid());
+            let t = Instant::now();
+            let opened = self.open_session_view(&d);
+            let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+            if let Some((id, view)) = opened {
+                let connected = count_connected(&view);
+                // Idle: past the transports' keep-alive, pooled sockets are closed.
+                std::thread::sleep(Duration::from_millis(if self.opts.quick {
+                    300
+                } else {
+                    5000
+                }));
+                let idle = procs::rss_kib(d.pid());
+                let paths: Vec<String> = (0..n)
+                    .map(|i| format!("/sessions/{id}/tools/mcp__h{i}__echo/call"))
+                    .collect();
+                let body = br#"{"arguments":{"message":"hello"}}"#.to_vec();
+                let r = self.api_load(
+                    &d,
+                    &paths,
+                    &body,
+                    self.sizes.scale_concurrency,
+                    self.sizes.scale_duration_ms,
+                    self.sizes.warmup_ms,
+                );
+                let busy = procs::rss_kib(d.pid());
+                let mut rec = r.record("scale_http_connections", API, self.sizes.scale_concurrency);
+                rec["connections"] = json!(connected);
+                rec["open_ms"] = json!(open_ms);
+                rec["daemon_base_rss_kib"] = json!(base);
+                rec["daemon_idle_rss_kib"] = json!(idle);
+                rec["daemon_busy_rss_kib"] = json!(busy);
+                rec["daemon_kib_per_idle_connection"] =
+                    json!(idle.saturating_sub(base) as f64 / connected.max(1) as f64);
+                if connected < n {
+                    rec["failed"] = json!(format!("{connected} of {n} connected"));
+                }
+                self.push(rec);
+                self.delete_session(&d, &id);
+            }
+        }
+        // M sessions x K stdio servers.
+        let (m, k) = (self.sizes.scale_sessions, self.sizes.scale_per_session);
+        let mut servers = Map::new();
+        for i in 0..k {
+            servers.insert(
+                format!("s{i}"),
+                json!({"type": "stdio", "command": self.exe, "args": ["__stdio-server"]}),
+            );
+        }
+        let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
+        if let Some(d) = self.start_daemon("scale-stdio", &ext) {
+            std::thread::sleep(Duration::from_millis(300));
+            let base = procs::rss_kib(d.pid());
+            let t = Instant::now();
+            let mut ids = Vec::new();
+            let mut connected = 0;
+            for _ in 0..m {
+                if let Some((id, _)) = self.open_session_view(&d) {
+                    ids.push(id);
+                }
+            }
+            let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+            // Sessions after the first open from saved catalogues and dial in the background:
+            // wait until every connection is up.
+            let deadline = Instant::now() + Duration::from_secs(120);
+            for id in &ids {
+                loop {
+                    let v = self.get_json(&d, &format!("/sessions/{id}"));
+                    let n = v.as_ref().map(count_connected).unwrap_or(0);
+                    if n >= k || Instant::now() >= deadline {
+                        connected += n;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            let live = procs::rss_kib(d.pid());
+            let paths: Vec<String> = ids
+                .iter()
+                .flat_map(|id| {
+                    (0..k).map(move |i| format!("/sessions/{id}/tools/mcp__s{i}__echo/call"))
+                })
+                .collect();
+            let body = br#"{"arguments":{"message":"hello"}}"#.to_vec();
+            let r = self.api_load(
+                &d,
+                &paths,
+                &body,
+                self.sizes.scale_concurrency,
+                self.sizes.scale_duration_ms,
+                self.sizes.warmup_ms,
+            );
+            let busy = procs::rss_kib(d.pid());
+            let mut rec = r.record("scale_stdio_sessions", API, self.sizes.scale_concurrency);
+            rec["sessions"] = json!(ids.len());
+            rec["servers_per_session"] = json!(k);
+            rec["connections"] = json!(connected);
+            rec["open_all_ms"] = json!(open_ms);
+            rec["daemon_base_rss_kib"] = json!(base);
+            rec["daemon_live_rss_kib"] = json!(live);
+            rec["daemon_busy_rss_kib"] = json!(busy);
+            rec["daemon_kib_per_session"] =
+                json!(live.saturating_sub(base) as f64 / ids.len().max(1) as f64);
+            rec["daemon_kib_per_stdio_connection"] =
+                json!(live.saturating_sub(base) as f64 / connected.max(1) as f64);
+            if connected < m * k {
+                rec["failed"] = json!(format!("{connected} of {} connected", m * k));
+            }
+            self.push(rec);
+            for id in ids {
+                self.delete_session(&d, &id);
+            }
+        }
+    }
+
+    // ---- the daemon -----------------------------------------------------------------------
+
+    fn start_daemon(&mut self, name: &str, ext: &Value) -> Option<Daemon> {
+        let home = self
+            .scratch
+            .0
+            .join(format!("home-{name}-{}", self.records.len()));
+        let _ = std::fs::remove_dir_all(&home);
+        let _ = std::fs::create_dir_all(&home);
+        let _ = std::fs::write(
+            home.join("extensions.json"),
+            serde_json::to_vec_pretty(ext).unwrap_or_default(),
+        );
+        let ready = home.join("ready");
+        let log = std::fs::File::create(home.join("daemon.log")).ok();
+        let child = Command::new(&self.exe)
+            .arg("__daemon")
+            .arg(&ready)
+            .env("ALBEDO_HOME", &home)
+            .env("ALBEDO_MCP_LAUNCHER", &self.exe)
+            .env("ALBEDO_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.map(Stdio::from).unwrap_or(Stdio::null()))
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                self.note(format!("cannot start the daemon: {e}"));
+                return None;
+            }
+        };
+        let proc_ = Proc { child };
+        match procs::wait_file(&ready, Duration::from_secs(20)) {
+            Some(addr) => Some(Daemon {
+                perf: perf_daemon(
+                    &home.file_name().unwrap_or_default().to_string_lossy(),
+                    &proc_,
+                ),
+                proc_,
+                addr,
+                home,
+            }),
+            None => {
+                self.note(format!(
+                    "the daemon did not start: {}",
+                    std::fs::read_to_string(home.join("daemon.log")).unwrap_or_default()
+                ));
+                None
+            }
+        }
+    }
+
+    fn open_session_view(&mut self, d: &Daemon) -> Option<(String, Value)> {
+        let r = self.rt.block_on(async {
+            let mut c = httpc::Conn::new(&d.addr);
+            c.request("POST", "/sessions", Some(b"{}")).await
+        });
+        match r {
+            Ok((201, body)) => {
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let id = v["id"].as_str()?.to_owned();
+                Some((id, v))
+            }
+            other => {
+                let s = match other {
+                    Ok((st, b)) => format!("HTTP {st}: {}", String::from_utf8_lossy(&b)),
+                    Err(e) => e.to_string(),
+                };
+                self.note(format!("POST /sessions failed: {s}"));
+                None
+            }
+        }
+    }
+
+    fn open_session(&mut self, d: &Daemon) -> Option<String> {
+        let (id, view) = self.open_session_view(d)?;
+        let want = view["servers"].as_array().map(Vec::len).unwrap_or(0);
+        let got = count_connected(&view);
+        if got < want {
+            self.note(format!("only {got} of {want} servers connected: {view}"));
+        }
+        Some(id)
+    }
+
+    fn get_json(&self, d: &Daemon, path: &str) -> Option<Value> {
+        self.rt.block_on(async {
+            let mut c = httpc::Conn::new(&d.addr);
+            let (st, body) = c.request("GET", path, None).await.ok()?;
+            (st == 200).then(|| serde_json::from_slice(&body).ok())?
+        })
+    }
+
+    fn delete_session(&mut self, d: &Daemon, id: &str) {
+        let _ = self.rt.block_on(async {
+            let mut c = httpc::Conn::new(&d.addr);
+            c.request("DELETE", &format!("/sessions/{id}"), None).await
+        });
+    }
+
+    /// Calls through the API: `concurrency` connections, round robin over `paths`, time-boxed
+    /// after a warm-up.
+    fn api_load(
+        &self,
+        d: &Daemon,
+        paths: &[String],
+        body: &[u8],
+        concurrency: usize,
+        duration_ms: u64,
+        warmup_ms: u64,
+    ) -> LoadResult {
+        self.rt.block_on(async {
+            let mut conns: Vec<httpc::Conn> = (0..concurrency)
+                .map(|_| httpc::Conn::new(&d.addr))
+                .collect();
+            if warmup_ms > 0 || duration_ms == 0 {
+                let until = Instant::now() + Duration::from_millis(warmup_ms);
+                load(
+                    &mut conns,
+                    paths,
+                    body,
+                    until,
+                    if duration_ms == 0 { Some(1) } else { None },
+                )
+                .await;
+            }
+            if duration_ms == 0 {
+                return LoadResult::default();
+            }
+            let cpu0 = procs::cpu_us_of(d.pid());
+            let t = Instant::now();
+            let until = Instant::now() + Duration::from_millis(duration_ms);
+            let (mut lat, bytes, errors) = load(&mut conns, paths, body, until, None).await;
+            let elapsed_s = t.elapsed().as_secs_f64();
+            let cpu = procs::cpu_us_of(d.pid()) - cpu0;
+            lat.sort_unstable();
+            LoadResult {
+                lat,
+                bytes,
+                errors,
+                elapsed_s,
+                cpu_us: cpu,
+            }
+        })
+    }
+
+    /// `calls` sequential calls through the API.
+    fn api_count(&self, d: &Daemon, path: &str, body: &[u8], calls: u64) -> LoadResult {
+        self.rt.block_on(async {
+            let mut conns = vec![httpc::Conn::new(&d.addr)];
+            let cpu0 = procs::cpu_us_of(d.pid());
+            let t = Instant::now();
+            let far = Instant::now() + Duration::from_secs(3600);
+            let (mut lat, bytes, errors) =
+                load(&mut conns, &[path.to_owned()], body, far, Some(calls)).await;
+            let elapsed_s = t.elapsed().as_secs_f64();
+            let cpu = procs::cpu_us_of(d.pid()) - cpu0;
+            lat.sort_unstable();
+            LoadResult {
+                lat,
+                bytes,
+                errors,
+                elapsed_s,
+                cpu_us: cpu,
+            }
+        })
+    }
+
+    // ---- the summary ----------------------------------------------------------------------
+
+    fn median(&self, scenario: &str, who: &str, c: u64, key: &str) -> Option<(f64, f64)> {
+        let mut v: Vec<f64> = self
+            .records
+            .iter()
+            .filter(|r| r["scenario"] == scenario && r["client"] == who && r["concurrency"] == c)
+            .filter(|r| r.get("failed").is_none())
+            .filter_map(|r| r[key].as_f64())
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let med = pctf(&v, 0.5);
+        let spread = if med > 0.0 {
+            (v[v.len() - 1] - v[0]) / med * 100.0
+        } else {
+            0.0
+        };
+        Some((med, spread))
+    }
+
+    fn summary(&mut self) -> (Vec<Value>, Vec<Value>) {
+        let mut ratios = Vec::new();
+        let mut targets = Vec::new();
+        let mut target = |name: String, met: bool, detail: String| {
+            targets.push(json!({"target": name, "met": met, "detail": detail}));
+        };
+        println!(
+            "\n== ratios (medians over {} rep(s); spread = (max-min)/median) ==",
+            self.opts.repeat
+        );
+        for scenario in ["roundtrip_stdio", "roundtrip_http"] {
+            for &c in &self.sizes.levels {
+                let a = self.median(scenario, ALBEDO, c, "calls_per_s");
+                let a99 = self.median(scenario, ALBEDO, c, "p99_us");
+                let r = [RMCP, RMCP_POOLED]
+                    .iter()
+                    .filter_map(|w| self.median(scenario, w, c, "calls_per_s").map(|m| (*w, m)))
+                    .max_by(|x, y| x.1 .0.total_cmp(&y.1 .0));
+                let t = self.median(scenario, TS, c, "calls_per_s");
+                let mut line = format!("{scenario} c={c}:");
+                let mut rec = json!({"scenario": scenario, "concurrency": c});
+                if let (Some(a), Some((rw, r))) = (a, r) {
+                    let x = a.0 / r.0;
+                    line += &format!(" albedo/{rw} {x:.2}x (spread {:.0}%/{:.0}%)", a.1, r.1);
+                    rec["albedo_vs_rmcp_calls_per_s"] = json!(x);
+                    rec["rmcp_variant"] = json!(rw);
+                    target(
+                        format!("{scenario} c={c}: calls/s >= rmcp"),
+                        x >= 1.0,
+                        format!("{x:.2}x of {rw}"),
+                    );
+                    let r99 = self.median(scenario, rw, c, "p99_us");
+                    if let (Some(a99), Some(r99)) = (a99, r99) {
+                        rec["rmcp_vs_albedo_p99"] = json!(r99.0 / a99.0.max(1.0));
+                        line += &format!(", p99 {:.0} vs {:.0} us", a99.0, r99.0);
+                        target(
+                            format!("{scenario} c={c}: p99 <= rmcp"),
+                            a99.0 <= r99.0,
+                            format!("{:.0} us vs {rw} {:.0} us", a99.0, r99.0),
+                        );
+                    }
+                }
+                if let (Some(a), Some(t)) = (a, t) {
+                    let x = a.0 / t.0;
+                    line += &format!("; albedo/ts {x:.2}x");
+                    rec["albedo_vs_ts_calls_per_s"] = json!(x);
+                    target(
+                        format!("{scenario} c={c}: calls/s >= 3x TS SDK"),
+                        x >= 3.0,
+                        format!("{x:.2}x"),
+                    );
+                }
+                println!("{line}");
+                ratios.push(rec);
+            }
+            // What the API adds at p50, one call at a time.
+            if let (Some(api), Some(direct)) = (
+                self.median(scenario, API, 1, "p50_us"),
+                self.median(scenario, ALBEDO, 1, "p50_us"),
+            ) {
+                let add = api.0 - direct.0;
+                println!("{scenario}: the daemon API adds {add:.0} us at p50 (c=1)");
+                ratios
+                    .push(json!({"scenario": scenario, "concurrency": 1, "api_adds_p50_us": add}));
+                target(
+                    format!("{scenario}: API adds <= 150 us at p50"),
+                    add <= 150.0,
+                    format!("{add:.0} us"),
+                );
+            }
+        }
+        let get = |s: &str| {
+            self.records
+                .iter()
+                .find(|r| r["scenario"] == s && r.get("failed").is_none())
+        };
+        if let Some(r) = get("session_open_warm") {
+            let ms = r["open_ms_p50"].as_f64().unwrap_or(f64::MAX);
+            target(
+                format!(
+                    "warm session open ({} x {}) < 20 ms",
+                    r["servers"], r["tools_per_server"]
+                ),
+                ms < 20.0,
+                format!(
+                    "{ms:.1} ms at p50, {:.1} max",
+                    r["open_ms_max"].as_f64().unwrap_or(0.0)
+                ),
+            );
+        }
+        if let Some(r) = get("session_open_cold") {
+            let over = r["over_slowest_ms_max"].as_f64().unwrap_or(f64::MAX);
+            target(
+                format!(
+                    "cold session open ({} servers) within 150 ms of the slowest",
+                    r["servers"]
+                ),
+                over <= 150.0,
+                format!(
+                    "{over:.0} ms over the slowest ({} ms)",
+                    r["server_start_ms"]
+                ),
+            );
+        }
+        for s in ["large_stdio", "large_http_json", "large_http_sse"] {
+            if let Some(r) = self
+                .records
+                .iter()
+                .find(|r| r["scenario"] == s && r["client"] == API && r.get("failed").is_none())
+            {
+                let mbs = r["mb_per_s"].as_f64().unwrap_or(0.0);
+                let x = r["daemon_peak_over_base_x_message"]
+                    .as_f64()
+                    .unwrap_or(f64::MAX);
+                target(
+                    format!("{s}: >= 200 MB/s through the daemon"),
+                    mbs >= 200.0,
+                    format!("{mbs:.0} MB/s"),
+                );
+                target(
+                    format!("{s}: daemon peak < 4x the message"),
+                    x < 4.0,
+                    format!("{x:.2}x"),
+                );
+            }
+        }
+        if let Some(r) = get("scale_http_connections") {
+            let k = r["daemon_kib_per_idle_connection"]
+                .as_f64()
+                .unwrap_or(f64::MAX);
+            target(
+                format!("{} idle HTTP connections: < 100 KiB each", r["connections"]),
+                k < 100.0,
+                format!("{k:.1} KiB"),
+            );
+        }
+        println!("\n== targets ==");
+        for t in &targets {
+            println!(
+                "{} {}: {}",
+                if t["met"] == true { "MET   " } else { "MISSED" },
+                t["target"].as_str().unwrap_or(""),
+                t["detail"].as_str().unwrap_or("")
+            );
+        }
+        (ratios, targets)
+    }
+}
+
+/// One scenario of the run.
+type Step = fn(&mut Bench);
+
+struct Daemon {
+    perf: Option<Proc>,
+    proc_: Proc,
+    addr: String,
+    home: PathBuf,
+}
+
+impl Daemon {
+    fn pid(&self) -> i32 {
+        self.proc_.pid()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.perf.take() {
+            let pid = nix::unistd::Pid::from_raw(p.pid());
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            let _ = p.child.wait();
+        }
+    }
+}
+
+#[derive(Default)]
+struct LoadResult {
+    lat: Vec<u32>,
+    bytes: u64,
+    errors: u64,
+    elapsed_s: f64,
+    cpu_us: u64,
+}
+
+impl LoadResult {
+    fn record(&self, scenario: &str, who: &str, c: usize) -> Value {
+        let calls = self.lat.len() as u64;
+        let mut r = json!({
+            "scenario": scenario,
+            "client": who,
+            "concurrency": c,
+            "calls": calls,
+            "calls_per_s": if self.elapsed_s > 0.0 { calls as f64 / self.elapsed_s } else { 0.0 },
+            "p50_us": client::pct(&self.lat, 0.5),
+            "p99_us": client::pct(&self.lat, 0.99),
+            "cpu_us_per_call": if calls > 0 { self.cpu_us as f64 / calls as f64 } else { 0.0 },
+            "errors": self.errors,
+        });
+        if self.errors > 0 || calls == 0 {
+            r["failed"] = json!("errors or no calls");
+        }
+        r
+    }
+}
+
+/// Calls on every connection in `conns` until `until` (or `calls` in all).
+async fn load(
+    conns: &mut [httpc::Conn],
+    paths: &[String],
+    body: &[u8],
+    until: Instant,
+    calls: Option<u64>,
+) -> (Vec<u32>, u64, u64) {
+    let started = std::cell::Cell::new(0u64);
+    let n = conns.len();
+    let workers = conns.iter_mut().enumerate().map(|(w, conn)| {
+        let started = &started;
+        async move {
+            let mut lat = Vec::new();
+            let (mut bytes, mut errors) = (0u64, 0u64);
+            let mut i = w;
+            loop {
+                if Instant::now() >= until {
+                    break;
+                }
+                if let Some(max) = calls {
+                    let s = started.get();
+                    started.set(s + 1);
+                    if s >= max {
+                        break;
+                    }
+                }
+                let path = &paths[i % paths.len()];
+                i += n;
+                let t = Instant::now();
+                match conn.request_counted("POST", path, Some(body)).await {
+                    Ok((200, _, n)) => {
+                        lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        bytes += n as u64;
+                    }
+                    Ok((st, b, _)) => {
+                        if errors == 0 {
+                            eprintln!(
+                                "api call failed: HTTP {st}: {}",
+                                String::from_utf8_lossy(&b[..b.len().min(300)])
+                            );
+                        }
+                        errors += 1;
+                    }
+                    Err(e) => {
+                        if errors == 0 {
+                            eprintln!("api call failed: {e}");
+                        }
+                        errors += 1;
+                    }
+                }
+            }
+            (lat, bytes, errors)
+        }
+    });
+    let mut all = Vec::new();
+    let (mut bytes, mut errors) = (0, 0);
+    for (l, b, e) in futures_util::future::join_all(workers).await {
+        all.extend(l);
+        bytes += b;
+        errors += e;
+    }
+    (all, bytes, errors)
+}
+
+fn count_connected(view: &Value) -> usize {
+    view["servers"]
+        .as_array()
+        .map(|a| a.iter().filter(|s| s["state"] == "connected").count())
+        .unwrap_or(0)
+}
+
+fn merge(r: &mut Value, extra: &Value) {
+    if let (Some(r), Some(e)) = (r.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            r.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+fn pctf(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn describe(job: &Value) -> String {
+    match job["transport"].as_str() {
+        Some("stdio") => format!(
+            "stdio {} {}",
+            Path::new(job["command"].as_str().unwrap_or(""))
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            job["args"]
+                .as_array()
+                .and_then(|a| a.first())
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        ),
+        _ => format!("http {}", job["url"].as_str().unwrap_or("")),
+    }
+}
+
+fn print_record(r: &Value) {
+    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+    let head = format!(
+        "{:<24} {:<18} c={:<4}",
+        r["scenario"].as_str().unwrap_or(""),
+        r["client"].as_str().unwrap_or(""),
+        r["concurrency"]
+    );
+    let mut extra = String::new();
+    if let Some(o) = r.as_object() {
+        for (k, v) in o {
+            if k.ends_with("_ms")
+                || k.ends_with("_kib")
+                || k.ends_with("_ms_p50")
+                || k.ends_with("_ms_max")
+                || k.ends_with("_message")
+                || k.starts_with("daemon_kib")
+                || k == "mb_per_s"
+                || k == "connections"
+                || k == "failed"
+            {
+                if k == "connect_ms" {
+                    continue;
+                }
+                match v.as_f64() {
+                    Some(x) => extra += &format!(" {k}={x:.1}"),
+                    None => extra += &format!(" {k}={v}"),
+                }
+            }
+        }
+    }
+    if r.get("calls_per_s").is_some() {
+        println!(
+            "{head} {:>9.0} calls/s  p50 {:>7.0} us  p99 {:>7.0} us  cpu {:>6.1} us/call{extra}",
+            f("calls_per_s"),
+            f("p50_us"),
+            f("p99_us"),
+            f("cpu_us_per_call")
+        );
+    } else {
+        println!("{head}{extra}");
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    format!("{cores} cores, {} GiB, {cpu}", (mem + (1 << 19)) >> 20)
+}
+
+/// Today's date (UTC), as YYYY-MM-DD.
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// With `BENCH_PERF_DIR=dir`, each daemon is profiled by `perf record -g` into that folder
+/// (`daemon-<scenario>.data`), until it stops.
+fn perf_daemon(name: &str, daemon: &Proc) -> Option<Proc> {
+    let dir = std::env::var_os("BENCH_PERF_DIR")?;
+    let out = PathBuf::from(dir).join(format!("daemon-{name}.data"));
+    Command::new("perf")
+        .args([
+            "record",
+            "-F",
+            "2000",
+            "--call-graph",
+            "dwarf,16384",
+            "-q",
+            "-o",
+        ])
+        .arg(out)
+        .arg("-p")
+        .arg(daemon.pid().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
+        .map(|child| Proc { child })
+}
