@@ -454,7 +454,7 @@ async fn call_tool(
     match r {
         Ok(Ok(Value::Object(mut result))) => {
             result.insert("outcome".into(), Value::from("ok"));
-            Ok(HttpResponse::Ok().json(Value::Object(result)))
+            Ok(large_json(Value::Object(result)))
         }
         Ok(Ok(other)) => Ok(HttpResponse::Ok().json(json!({"outcome": "ok", "result": other}))),
         Ok(Err(e)) => Err(call_error(e)),
@@ -464,6 +464,31 @@ async fn call_tool(
             Err(err)
         }
     }
+}
+
+/// Above this size a JSON answer is written in slices of this size.
+const SLICE: usize = 64 * 1024;
+
+/// A JSON answer that may be large (a tool result up to 16 MiB): serialized once, the value
+/// dropped at once, and a large body handed to actix-web in slices of the same buffer, so
+/// that the server copies a slice at a time into its write buffer, not the whole body
+/// (with `.json()` a 10 MiB result was held three times: the value, its text and the
+/// write buffer).
+fn large_json(v: Value) -> HttpResponse {
+    let body = web::Bytes::from(serde_json::to_vec(&v).unwrap_or_default());
+    drop(v);
+    let mut r = HttpResponse::Ok();
+    r.content_type(actix_web::http::header::ContentType::json());
+    if body.len() <= SLICE {
+        return r.body(body);
+    }
+    let len = body.len() as u64;
+    let slices = futures_util::stream::iter(
+        (0..body.len())
+            .step_by(SLICE)
+            .map(move |i| Ok::<_, actix_web::Error>(body.slice(i..(i + SLICE).min(body.len())))),
+    );
+    r.body(actix_web::body::SizedStream::new(len, slices))
 }
 
 fn call_error(e: CallError) -> ApiError {

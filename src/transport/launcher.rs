@@ -19,8 +19,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The file descriptor on which the launcher finds its control pipe.
+/// The file descriptor on which the launcher finds its control pipe, unless
+/// [`CONTROL_FD_ENV`] names another.
 pub const CONTROL_FD: i32 = 3;
+/// The environment variable naming the control pipe's descriptor (set by the stdio
+/// transport, which passes the pipe without a `pre_exec` hook; never passed to the server).
+pub const CONTROL_FD_ENV: &str = "ALBEDO_MCP_CONTROL_FD";
 /// How long the server gets after its stdin closed, and again after SIGTERM.
 pub const GRACE: Duration = Duration::from_secs(2);
 
@@ -38,13 +42,19 @@ pub fn run(command: &str, args: &[String]) -> i32 {
         let _ = signal(Signal::SIGPIPE, SigHandler::SigIgn);
     }
     // Take the control pipe; make sure the server does not inherit it.
-    let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    let control_fd = std::env::var(CONTROL_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|fd| *fd > 2)
+        .unwrap_or(CONTROL_FD);
+    let control = unsafe { OwnedFd::from_raw_fd(control_fd) };
     let _ = nix::fcntl::fcntl(
         &control,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     );
     let child = Command::new(command)
         .args(args)
+        .env_remove(CONTROL_FD_ENV)
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::null())

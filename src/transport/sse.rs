@@ -126,7 +126,7 @@ impl SseParser {
             }
         }
         while !chunk.is_empty() {
-            match chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            match memchr::memchr2(b'\n', b'\r', chunk) {
                 Some(i) => {
                     let end = chunk[i];
                     self.take_line_part(&chunk[..i]);
@@ -189,7 +189,7 @@ impl SseParser {
             }
             return;
         }
-        let line = self.line.split();
+        let mut line = self.line.split();
         if line.is_empty() {
             self.dispatch();
             return;
@@ -213,8 +213,16 @@ impl SseParser {
                     self.skipping = Some(false);
                     return;
                 }
-                self.data.extend_from_slice(value);
-                self.data.extend_from_slice(b"\n");
+                if self.has_data {
+                    self.data.extend_from_slice(b"\n");
+                    self.data.extend_from_slice(value);
+                } else {
+                    // The first data line becomes the data without a copy (a large result
+                    // is one long line).
+                    let skip = line.len() - value.len();
+                    let _ = line.split_to(skip);
+                    self.data = line;
+                }
                 self.has_data = true;
             }
             b"id" if !value.contains(&0) => {
@@ -247,10 +255,8 @@ impl SseParser {
         if !self.has_data && self.event_id.is_none() && self.event_type.is_none() {
             return;
         }
-        let mut data = std::mem::take(&mut self.data);
-        if data.last() == Some(&b'\n') {
-            data.truncate(data.len() - 1);
-        }
+        // Data lines are joined with `\n`, with none after the last.
+        let data = std::mem::take(&mut self.data);
         self.has_data = false;
         self.ready.push_back(SseItem::Event(SseEvent {
             id: self.event_id.take(),
