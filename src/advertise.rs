@@ -76,6 +76,25 @@ fn valid_tool_name(n: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
+/// The size of a value's JSON text, counted without writing it anywhere.
+fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 pub fn bound_text(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
@@ -113,19 +132,17 @@ pub fn advertise(
             ));
             continue;
         }
-        let schema = t
-            .get("inputSchema")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object"}));
-        let size = serde_json::to_vec(&schema)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
+        let size = t.get("inputSchema").map(json_size).unwrap_or(0);
         if size > MAX_SCHEMA_BYTES {
             warnings.push(format!(
                 "server {server:?}: tool {tool:?} was left out: its input schema is {size} bytes, over the {MAX_SCHEMA_BYTES}-byte bound"
             ));
             continue;
         }
+        let schema = t
+            .get("inputSchema")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}));
         if http {
             if let Err(rule) = headers::param_headers(&schema) {
                 warnings.push(format!(

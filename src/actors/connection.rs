@@ -577,7 +577,12 @@ impl Handler<Watch> for Connection {
             self.known = Some(k);
         }
         if msg.dial_now {
-            self.background_discovery(ctx);
+            // Not at once: a session opening from saved catalogues would otherwise start all
+            // its servers while it answers its first requests, and on a small machine 100
+            // servers starting took both cores for a second. A call before then dials itself.
+            ctx.run_later(BACKGROUND_DIAL_DELAY, |act, ctx| {
+                act.background_discovery(ctx)
+            });
         }
     }
 }
@@ -636,6 +641,10 @@ impl Handler<GetStatus> for Connection {
         })
     }
 }
+
+/// How long after a session opened from a saved catalogue its server is dialled in the
+/// background.
+pub const BACKGROUND_DIAL_DELAY: Duration = Duration::from_millis(250);
 
 /// Close the connection for good (the caller drops its address too).
 #[derive(Message)]

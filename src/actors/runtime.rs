@@ -6,7 +6,7 @@
 use super::connection::{Close, ConnContext, Connection, Discover};
 use super::registry::{Registry, StartConnection};
 use crate::protocol::model::Catalogue;
-use crate::store::catalogue::{CatalogueStore, SavedCatalogue};
+use crate::store::catalogue::CatalogueStore;
 use crate::store::settings::{self, Credentials, ExtensionsFile, ServerConfig, SettingsError};
 use actix::prelude::*;
 use serde::Serialize;
@@ -111,11 +111,12 @@ pub async fn read_settings(home: PathBuf) -> Result<(ExtensionsFile, Credentials
     .map_err(PrepareError::from)
 }
 
-async fn load_saved(store: &Option<CatalogueStore>) -> HashMap<String, SavedCatalogue> {
+/// Saved catalogues by server: the fingerprint they were found under, and the catalogue.
+async fn load_saved(store: &Option<CatalogueStore>) -> HashMap<String, (String, Arc<Catalogue>)> {
     let Some(store) = store.clone() else {
         return HashMap::new();
     };
-    match tokio::task::spawn_blocking(move || store.get_all()).await {
+    match tokio::task::spawn_blocking(move || store.get_all_shared()).await {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "cannot read saved catalogues; discovering every server");
@@ -205,7 +206,7 @@ async fn prepare(
     }
     // A server heard from before (same fingerprint) is advertised from its saved catalogue
     // and dialled in the background; the others are started and discovered in parallel.
-    let saved = if only.is_some() {
+    let mut saved = if only.is_some() {
         HashMap::new()
     } else {
         load_saved(&store).await
@@ -219,15 +220,17 @@ async fn prepare(
             })
             .await
             .map_err(|e| PrepareError::Settings(format!("the registry is gone: {e}")))?;
-        if let Some(s) = saved
-            .get(&r.config.name)
-            .filter(|s| s.fingerprint == r.fingerprint)
+        // Shared, not copied: a deep copy of 100 saved catalogues of 50 tools was a good
+        // part of a warm session open.
+        if let Some((_, cat)) = saved
+            .remove(&r.config.name)
+            .filter(|(fp, _)| *fp == r.fingerprint)
         {
             servers.push(PreparedServer {
                 config: r.config.clone(),
                 fingerprint: r.fingerprint.clone(),
                 addr: Some(addr),
-                catalogue: Some(Arc::new(s.catalogue.clone())),
+                catalogue: Some(cat),
                 state: ServerState::Connected,
                 warning: None,
                 http: matches!(r.config.transport, settings::TransportConfig::Http { .. }),

@@ -338,13 +338,31 @@ async fn put_session_extension(
     }
 }
 
-fn tool_json(t: &crate::advertise::AdvertisedTool) -> Value {
-    json!({
-        "name": t.name,
-        "description": t.description,
-        "inputSchema": t.input_schema,
-        "server": t.server,
-    })
+/// A tool as the API shows it, serialized from the table without copying it.
+#[derive(serde::Serialize)]
+struct ToolOut<'a> {
+    name: &'a str,
+    description: &'a str,
+    #[serde(rename = "inputSchema")]
+    input_schema: &'a Value,
+    server: &'a str,
+}
+
+impl<'a> ToolOut<'a> {
+    fn of(t: &'a crate::advertise::AdvertisedTool) -> Self {
+        ToolOut {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.input_schema,
+            server: &t.server,
+        }
+    }
+}
+
+fn json_body<T: serde::Serialize>(v: &T) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(serde_json::to_vec(v).unwrap_or_default())
 }
 
 async fn list_tools(
@@ -353,8 +371,17 @@ async fn list_tools(
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
     let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
-    let tools: Vec<Value> = snap.table.tools.iter().map(|t| tool_json(t)).collect();
-    Ok(HttpResponse::Ok().json(json!({"generation": snap.table.generation, "tools": tools})))
+    // Serialized straight from the table: 100 servers of 50 tools made 5,000 deep copies
+    // of descriptions and schemas per listing before.
+    #[derive(serde::Serialize)]
+    struct ToolsOut<'a> {
+        generation: u64,
+        tools: Vec<ToolOut<'a>>,
+    }
+    Ok(json_body(&ToolsOut {
+        generation: snap.table.generation,
+        tools: snap.table.tools.iter().map(|t| ToolOut::of(t)).collect(),
+    }))
 }
 
 async fn get_tool(
@@ -368,7 +395,7 @@ async fn get_tool(
         .table
         .lookup(&name)
         .ok_or_else(|| ApiError::not_found("tool"))?;
-    Ok(HttpResponse::Ok().json(tool_json(t)))
+    Ok(json_body(&ToolOut::of(t)))
 }
 
 #[derive(Deserialize, Default)]
