@@ -10,9 +10,10 @@ use crate::protocol::headers;
 use crate::protocol::model::Catalogue;
 use crate::store::settings::ServerConfig;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The longest description advertised, in bytes (longer ones are cut at a char boundary).
 pub const MAX_DESCRIPTION_BYTES: usize = 4096;
@@ -38,6 +39,36 @@ pub struct AdvertisedTool {
     pub server: String,
     #[serde(skip)]
     pub kind: ToolKind,
+    /// This tool as the API lists it, serialized once (see [`AdvertisedTool::json`]).
+    #[serde(skip)]
+    pub json: OnceLock<Box<RawValue>>,
+}
+
+impl AdvertisedTool {
+    /// `{"name", "description", "inputSchema", "server"}`, serialized on first use and kept:
+    /// tables built from the same catalogue share their tools ([`advertise_shared`]), so a
+    /// tool list is mostly copied, not serialized again.
+    pub fn json(&self) -> &RawValue {
+        self.json.get_or_init(|| {
+            #[derive(Serialize)]
+            struct Out<'a> {
+                name: &'a str,
+                description: &'a str,
+                #[serde(rename = "inputSchema")]
+                input_schema: &'a Value,
+                server: &'a str,
+            }
+            let text = serde_json::to_string(&Out {
+                name: &self.name,
+                description: &self.description,
+                input_schema: &self.input_schema,
+                server: &self.server,
+            })
+            .unwrap_or_else(|_| "{}".to_owned());
+            RawValue::from_string(text)
+                .unwrap_or_else(|_| RawValue::from_string("{}".to_owned()).expect("valid JSON"))
+        })
+    }
 }
 
 /// A session's tools, looked up by advertised name.
@@ -50,7 +81,11 @@ pub struct ToolTable {
 
 impl ToolTable {
     pub fn new(generation: u64, tools: Vec<AdvertisedTool>) -> ToolTable {
-        let tools: Vec<Arc<AdvertisedTool>> = tools.into_iter().map(Arc::new).collect();
+        Self::from_shared(generation, tools.into_iter().map(Arc::new).collect())
+    }
+
+    /// A table of tools that may be shared with other tables.
+    pub fn from_shared(generation: u64, tools: Vec<Arc<AdvertisedTool>>) -> ToolTable {
         let by_name = tools.iter().map(|t| (t.name.clone(), t.clone())).collect();
         ToolTable {
             generation,
@@ -104,6 +139,61 @@ pub fn bound_text(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}...", &s[..end])
+}
+
+struct Memo {
+    catalogue: Weak<Catalogue>,
+    config: ServerConfig,
+    http: bool,
+    tools: Vec<Arc<AdvertisedTool>>,
+    warnings: Vec<String>,
+}
+
+/// [`advertise`], shared: sessions that advertise the same catalogue (the same `Arc`, as the
+/// saved catalogues and a connection's discoveries are) under the same configuration get the
+/// same tools, built once. Building 5,000 tools (deep copies of their schemas) for every
+/// session was most of a warm session open.
+pub fn advertise_shared(
+    config: &ServerConfig,
+    cat: &Arc<Catalogue>,
+    http: bool,
+    warnings: &mut Vec<String>,
+) -> Vec<Arc<AdvertisedTool>> {
+    static MEMO: OnceLock<Mutex<HashMap<(usize, String), Memo>>> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    let key = (Arc::as_ptr(cat) as usize, config.name.clone());
+    {
+        let m = memo.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = m.get(&key).filter(|e| {
+            e.http == http
+                && e.config == *config
+                && e.catalogue.upgrade().is_some_and(|c| Arc::ptr_eq(&c, cat))
+        }) {
+            warnings.extend(e.warnings.iter().cloned());
+            return e.tools.clone();
+        }
+    }
+    let mut mine = Vec::new();
+    let tools: Vec<Arc<AdvertisedTool>> = advertise(config, cat, http, &mut mine)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    warnings.extend(mine.iter().cloned());
+    let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
+    if m.len() >= 64 && m.len().is_power_of_two() {
+        m.retain(|_, e| e.catalogue.strong_count() > 0);
+    }
+    m.insert(
+        key,
+        Memo {
+            catalogue: Arc::downgrade(cat),
+            config: config.clone(),
+            http,
+            tools: tools.clone(),
+            warnings: mine,
+        },
+    );
+    tools
 }
 
 /// Advertise one server's catalogue. `http` says whether `x-mcp-header` rules apply.
@@ -164,6 +254,7 @@ pub fn advertise(
             kind: ToolKind::Tool {
                 tool: tool.to_owned(),
             },
+            json: OnceLock::new(),
         });
     }
     if cat.has_resources() || !cat.resources.is_empty() {
@@ -207,6 +298,7 @@ pub fn advertise(
             }),
             server: server.clone(),
             kind: ToolKind::ReadResource,
+            json: OnceLock::new(),
         });
     }
     if cat.has_prompts() || !cat.prompts.is_empty() {
@@ -255,6 +347,7 @@ pub fn advertise(
             }),
             server: server.clone(),
             kind: ToolKind::GetPrompt,
+            json: OnceLock::new(),
         });
     }
     out

@@ -7,7 +7,7 @@
 use super::connection::{CatalogueChanged, ConnStatus, Connection, GetStatus, Watch};
 use super::retry::{Missing, Poke, Retry, ServersJoined};
 use super::runtime::{Prepare, PrepareError, Prepared, Runtime, SaveCatalogue, ServerState};
-use crate::advertise::{advertise, bound_text, ToolTable};
+use crate::advertise::{advertise_shared, bound_text, ToolTable};
 use actix::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -108,14 +108,14 @@ impl Composition {
                     conns.insert(s.config.name.clone(), a.clone());
                 }
                 if let (Some(cat), true) = (&s.catalogue, s.addr.is_some()) {
-                    tools.extend(advertise(&s.config, cat, s.http, &mut warnings));
+                    tools.extend(advertise_shared(&s.config, cat, s.http, &mut warnings));
                 }
             }
         }
         warnings.dedup();
         self.warnings = warnings;
         let snap = Snapshot {
-            table: ToolTable::new(self.generation, tools),
+            table: ToolTable::from_shared(self.generation, tools),
             conns,
         };
         if let Ok(mut g) = self.shared.write() {

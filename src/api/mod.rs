@@ -338,50 +338,34 @@ async fn put_session_extension(
     }
 }
 
-/// A tool as the API shows it, serialized from the table without copying it.
-#[derive(serde::Serialize)]
-struct ToolOut<'a> {
-    name: &'a str,
-    description: &'a str,
-    #[serde(rename = "inputSchema")]
-    input_schema: &'a Value,
-    server: &'a str,
-}
-
-impl<'a> ToolOut<'a> {
-    fn of(t: &'a crate::advertise::AdvertisedTool) -> Self {
-        ToolOut {
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.input_schema,
-            server: &t.server,
-        }
-    }
-}
-
-fn json_body<T: serde::Serialize>(v: &T) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(actix_web::http::header::ContentType::json())
-        .body(serde_json::to_vec(v).unwrap_or_default())
-}
-
 async fn list_tools(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
     let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
-    // Serialized straight from the table: 100 servers of 50 tools made 5,000 deep copies
-    // of descriptions and schemas per listing before.
-    #[derive(serde::Serialize)]
-    struct ToolsOut<'a> {
-        generation: u64,
-        tools: Vec<ToolOut<'a>>,
+    // Each tool's JSON is kept with the tool (and tools are shared between sessions): the
+    // list is copied together, not built from 5,000 deep copies of descriptions and schemas.
+    let tools = &snap.table.tools;
+    let mut body = Vec::with_capacity(
+        64 + tools
+            .iter()
+            .map(|t| t.json().get().len() + 1)
+            .sum::<usize>(),
+    );
+    body.extend_from_slice(
+        format!("{{\"generation\":{},\"tools\":[", snap.table.generation).as_bytes(),
+    );
+    for (i, t) in tools.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(t.json().get().as_bytes());
     }
-    Ok(json_body(&ToolsOut {
-        generation: snap.table.generation,
-        tools: snap.table.tools.iter().map(|t| ToolOut::of(t)).collect(),
-    }))
+    body.extend_from_slice(b"]}");
+    Ok(HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(body))
 }
 
 async fn get_tool(
@@ -395,7 +379,9 @@ async fn get_tool(
         .table
         .lookup(&name)
         .ok_or_else(|| ApiError::not_found("tool"))?;
-    Ok(json_body(&ToolOut::of(t)))
+    Ok(HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(t.json().get().to_owned()))
 }
 
 #[derive(Deserialize, Default)]

@@ -717,9 +717,11 @@ impl Bench {
                         self.delete_session(&d, &id);
                     }
                 }
+                let first = times.first().copied().unwrap_or(0.0);
                 times.sort_by(f64::total_cmp);
                 let mut r = json!({
                     "scenario": "session_open_warm",
+                    "open_ms_first": first,
                     "client": API,
                     "concurrency": 1,
                     "servers": self.sizes.warm_servers,
@@ -1275,8 +1277,8 @@ impl Bench {
                 ),
                 ms < 20.0,
                 format!(
-                    "{ms:.1} ms at p50, {:.1} max",
-                    r["open_ms_max"].as_f64().unwrap_or(0.0)
+                    "{ms:.1} ms at p50, {:.1} ms for the first (catalogues decoded, tools built)",
+                    r["open_ms_first"].as_f64().unwrap_or(0.0)
                 ),
             );
         }
@@ -1516,6 +1518,7 @@ fn print_record(r: &Value) {
                 || k.ends_with("_kib")
                 || k.ends_with("_ms_p50")
                 || k.ends_with("_ms_max")
+                || k.ends_with("_first")
                 || k.ends_with("_message")
                 || k.starts_with("daemon_kib")
                 || k == "mb_per_s"
