@@ -308,3 +308,34 @@ fn session_events_stream_reports_refreshes_and_warnings() {
     let data: Value = serde_json::from_str(l.strip_prefix("data: ").unwrap()).unwrap();
     assert_eq!(data["generation"], 2);
 }
+
+#[test]
+fn the_default_moves_only_sessions_that_follow_it() {
+    let d = Daemon::start(
+        json!({"mcp": {"servers": {"ok": fixture_server("exits_mid_call.py", &[])}}}),
+    );
+    // Off on a fresh install.
+    let (_, e) = d.get("/extensions");
+    assert_eq!(e["mcp"]["enabled"], false, "{e}");
+    let (follower, v) = d.session(json!({}));
+    assert_eq!(v["enabled"], false);
+    assert!(d.tool_names(&follower).is_empty());
+    let (own, v) = d.session(json!({"extensions": {"mcp": true}}));
+    assert_eq!(v["enabled"], true);
+    assert_eq!(d.tool_names(&own).len(), 2);
+    // Turning the default on moves the follower; the session with its own choice is untouched.
+    let (st, _) = d.put("/extensions/mcp", json!({"enabled": true}));
+    assert_eq!(st, 200);
+    assert!(
+        std::fs::read_to_string(d.home.path().join("extensions.json"))
+            .unwrap()
+            .contains("\"mcp\": true")
+    );
+    assert_eq!(d.tool_names(&follower).len(), 2);
+    assert_eq!(d.get(&format!("/sessions/{own}")).1["generation"], 1);
+    let (st, _) = d.put("/extensions/mcp", json!({"enabled": false}));
+    assert_eq!(st, 200);
+    assert!(d.tool_names(&follower).is_empty());
+    assert_eq!(d.tool_names(&own).len(), 2);
+    assert_eq!(d.get(&format!("/sessions/{own}")).1["generation"], 1);
+}

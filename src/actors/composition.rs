@@ -239,6 +239,8 @@ impl Actor for Composition {
 pub struct Reload {
     pub choice: Option<Option<bool>>,
     pub default_enabled: Option<bool>,
+    /// Prepare again even if nothing changed here (the settings files did).
+    pub reread: bool,
 }
 
 impl Handler<Reload> for Composition {
@@ -247,11 +249,23 @@ impl Handler<Reload> for Composition {
     fn handle(&mut self, msg: Reload, _ctx: &mut Self::Context) -> Self::Result {
         let prev_choice = self.choice;
         let prev_default = self.default_enabled;
+        let was_enabled = self.enabled();
         if let Some(c) = msg.choice {
             self.choice = c;
         }
         if let Some(d) = msg.default_enabled {
             self.default_enabled = d;
+        }
+        // A new daemon-wide default that does not change what this session runs (it has its
+        // own choice, or the value is the same) needs no new preparation.
+        if msg.choice.is_none()
+            && msg.default_enabled.is_some()
+            && !msg.reread
+            && was_enabled == self.enabled()
+            && self.current.is_some()
+        {
+            let g = self.generation;
+            return Box::pin(actix::fut::ready(Ok(g)));
         }
         self.reload_seq += 1;
         let seq = self.reload_seq;

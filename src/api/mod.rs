@@ -200,6 +200,7 @@ async fn put_extension(
         s.addr.send(Reload {
             choice: None,
             default_enabled: Some(on),
+            reread: false,
         })
     }))
     .await;
@@ -224,6 +225,7 @@ async fn reload_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         s.addr.send(Reload {
             choice: None,
             default_enabled: Some(ext.mcp_enabled()),
+            reread: true,
         })
     }))
     .await;
@@ -326,6 +328,7 @@ async fn put_session_extension(
         .send(Reload {
             choice: Some(Some(body.enabled)),
             default_enabled: None,
+            reread: true,
         })
         .await
         .map_err(mailbox)?;
