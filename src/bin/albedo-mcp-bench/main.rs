@@ -44,9 +44,14 @@ fn main() {
             }
         }
         Some("__stdio-server") => server::run_stdio(&server::ServerOpts::parse(&args[2..])),
-        Some("__http-server") => server::run_http(&server::ServerOpts::parse(&args[2..])),
+        Some("__http-server") => {
+            end_with_parent(nix::libc::SIGKILL);
+            server::run_http(&server::ServerOpts::parse(&args[2..]))
+        }
         Some("__client") => client::run(args.get(2).map(String::as_str).unwrap_or("{}")),
         Some("__daemon") => {
+            // SIGTERM: the daemon closes its connections, and the launchers end the servers.
+            end_with_parent(nix::libc::SIGTERM);
             let ready = args.get(2).map(PathBuf::from);
             match albedo_mcp::cli::serve::run(Some("127.0.0.1:0".into()), ready) {
                 Ok(()) => 0,
@@ -65,6 +70,13 @@ fn main() {
         },
     };
     std::process::exit(code);
+}
+
+/// A helper process of the bench ends with the bench, even one killed without cleaning up.
+fn end_with_parent(signal: i32) {
+    unsafe {
+        nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, signal as nix::libc::c_ulong);
+    }
 }
 
 struct Opts {
