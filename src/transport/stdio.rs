@@ -85,6 +85,16 @@ impl StdioTransport {
         static SPAWN_LOCK: Mutex<()> = Mutex::new(());
         let (ctl_read, ctl_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
+        // A daemon started with a standard descriptor closed gets it back from pipe2; the
+        // launcher's stdin, stdout and stderr would replace it in the child.
+        let ctl_read = if ctl_read.as_raw_fd() <= 2 {
+            let fd = nix::fcntl::fcntl(&ctl_read, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
+                .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
+            // SAFETY: a descriptor fcntl just created, owned by nothing else.
+            unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+        } else {
+            ctl_read
+        };
         let mut cmd = Command::new(&spec.launcher);
         cmd.arg("launch")
             .arg("--")
