@@ -46,9 +46,21 @@ fn a_server_heard_from_before_is_never_waited_on_again() {
         "the server was already talked to"
     );
     assert!(opened < Duration::from_millis(1500), "waited {opened:?}");
-    // A call arriving first waits for the background dial, then runs.
+    // The check against the server runs in the background from the session's first
+    // activity; a call arriving before it finishes waits for that same dial, then runs.
+    let (_, a) = d2.post(
+        &format!("/sessions/{id}/activity"),
+        json!({"kind": "submit"}),
+    );
+    assert_eq!(a["refresh"], false, "{a}");
+    assert!(wait_until(Duration::from_secs(10), || !logged(log.path()).is_empty()));
     let (st, r) = d2.call(&id, "mcp__slow__echo", json!({"message": "first"}));
     assert_eq!(st, 200, "{r}");
+    let inits = logged(log.path())
+        .iter()
+        .filter(|m| m["method"] == "initialize")
+        .count();
+    assert_eq!(inits, 1, "the call and the background check share one dial");
     // The background discovery matched: no refresh, same generation.
     std::thread::sleep(Duration::from_millis(300));
     let (_, a) = d2.post(

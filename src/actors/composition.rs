@@ -47,6 +47,8 @@ pub struct Composition {
     refresh_pending: bool,
     reload_seq: u64,
     retry: Option<Addr<Retry>>,
+    /// Connections advertised from saved catalogues, to check on the next activity.
+    unchecked: Vec<Addr<Connection>>,
     /// Servers that came back, joining after the end of the next turn.
     joins: Vec<super::runtime::PreparedServer>,
 }
@@ -76,6 +78,7 @@ impl Composition {
                 refresh_pending: false,
                 reload_seq: 0,
                 retry: None,
+                unchecked: Vec::new(),
                 joins: Vec::new(),
             },
             shared,
@@ -128,14 +131,18 @@ impl Composition {
         self.refresh_pending = false;
         self.publish();
         let me = ctx.address().recipient::<CatalogueChanged>();
+        self.unchecked.clear();
         if let Some(p) = &self.current {
             for s in &p.servers {
                 if let Some(a) = &s.addr {
                     a.do_send(Watch {
                         owner: me.clone(),
                         known: s.catalogue.clone(),
-                        dial_now: s.saved,
+                        check_saved: s.saved,
                     });
+                    if s.saved {
+                        self.unchecked.push(a.clone());
+                    }
                 }
             }
         }
@@ -363,6 +370,10 @@ impl Handler<Activity> for Composition {
         if let Some(r) = &self.retry {
             r.do_send(Poke);
         }
+        // The first activity checks the saved catalogues against their servers.
+        for a in self.unchecked.drain(..) {
+            a.do_send(super::connection::Wake);
+        }
         if !msg.turn_end {
             self.in_turn = true;
             return MessageResult(answer);
@@ -407,7 +418,7 @@ impl Handler<ServersJoined> for Composition {
                 a.do_send(Watch {
                     owner: me.clone(),
                     known: s.catalogue.clone(),
-                    dial_now: false,
+                    check_saved: false,
                 });
             }
             self.emit(

@@ -417,6 +417,9 @@ pub struct Connection {
     discovering: bool,
     rediscover: bool,
     restarts: u32,
+    /// Advertised from a saved catalogue and not yet checked against the server: the check
+    /// (a background dial and discovery) runs on the session's first activity or first call.
+    unchecked: bool,
 }
 
 impl Connection {
@@ -432,6 +435,15 @@ impl Connection {
             discovering: false,
             rediscover: false,
             restarts: 0,
+            unchecked: false,
+        }
+    }
+
+    /// Run the pending check of a saved catalogue, once.
+    fn check_saved(&mut self, ctx: &mut Context<Self>) {
+        if self.unchecked {
+            self.unchecked = false;
+            self.background_discovery(ctx);
         }
     }
 
@@ -564,26 +576,36 @@ impl Handler<Discover> for Connection {
 pub struct Watch {
     pub owner: Recipient<CatalogueChanged>,
     pub known: Option<Arc<Catalogue>>,
-    pub dial_now: bool,
+    /// The catalogue came from the store: check it against the server in the background
+    /// when the session first shows activity (or first calls this server).
+    pub check_saved: bool,
 }
 
 impl Handler<Watch> for Connection {
     type Result = ();
 
-    fn handle(&mut self, msg: Watch, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Watch, _ctx: &mut Self::Context) {
         self.owner = Some(msg.owner);
         if let Some(k) = msg.known {
             self.link.learn_headers(&k);
             self.known = Some(k);
         }
-        if msg.dial_now {
-            // Not at once: a session opening from saved catalogues would otherwise start all
-            // its servers while it answers its first requests, and on a small machine 100
-            // servers starting took both cores for a second. A call before then dials itself.
-            ctx.run_later(BACKGROUND_DIAL_DELAY, |act, ctx| {
-                act.background_discovery(ctx)
-            });
+        if msg.check_saved {
+            self.unchecked = true;
         }
+    }
+}
+
+/// The session showed activity: run the pending check of a saved catalogue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+impl Handler<Wake> for Connection {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
+        self.check_saved(ctx);
     }
 }
 
@@ -595,7 +617,9 @@ pub struct Call(pub CallTarget);
 impl Handler<Call> for Connection {
     type Result = ResponseActFuture<Self, Result<Value, CallError>>;
 
-    fn handle(&mut self, msg: Call, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Call, ctx: &mut Self::Context) -> Self::Result {
+        // A first call dials (the check below shares that one dial).
+        self.check_saved(ctx);
         let link = self.link.clone();
         let server = self.server.config.name.clone();
         let fut = AssertUnwindSafe(link.call(msg.0)).catch_unwind();
@@ -641,10 +665,6 @@ impl Handler<GetStatus> for Connection {
         })
     }
 }
-
-/// How long after a session opened from a saved catalogue its server is dialled in the
-/// background.
-pub const BACKGROUND_DIAL_DELAY: Duration = Duration::from_millis(250);
 
 /// Close the connection for good (the caller drops its address too).
 #[derive(Message)]
