@@ -57,6 +57,13 @@ impl ApiError {
             extra: None,
         }
     }
+    /// An error for a request that did not run (the body says `"outcome": "not_run"`).
+    pub fn not_run(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        let mut e = ApiError::new(status, code, message);
+        e.extra = Some(json!({"outcome": "not_run"}));
+        e
+    }
+
     fn not_found(what: &str) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -130,13 +137,12 @@ pub fn json_config() -> web::JsonConfig {
     web::JsonConfig::default()
         .limit(16 * 1024 * 1024)
         .error_handler(|err, _req| {
-            let mut e = ApiError::new(
+            ApiError::not_run(
                 StatusCode::BAD_REQUEST,
                 "bad_request",
                 format!("invalid JSON body: {err}"),
-            );
-            e.extra = Some(json!({"outcome": "not_run"}));
-            e.into()
+            )
+            .into()
         })
 }
 
@@ -402,25 +408,21 @@ async fn call_tool(
     let s = session(&state, &id)?;
     let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
     let tool = snap.table.lookup(&name).cloned().ok_or_else(|| {
-        let mut e = ApiError::new(
+        ApiError::not_run(
             StatusCode::NOT_FOUND,
             "no_such_tool",
             format!("no tool {name:?} in this session"),
-        );
-        e.extra = Some(json!({"outcome": "not_run"}));
-        e
+        )
     })?;
     let args = body
         .and_then(|b| b.into_inner().arguments)
         .unwrap_or_else(|| json!({}));
     if !args.is_object() {
-        let mut e = ApiError::new(
+        return Err(ApiError::not_run(
             StatusCode::BAD_REQUEST,
             "bad_request",
             "`arguments` must be an object",
-        );
-        e.extra = Some(json!({"outcome": "not_run"}));
-        return Err(e);
+        ));
     }
     let target = match &tool.kind {
         ToolKind::Tool { tool } => CallTarget::Tool {
@@ -432,13 +434,11 @@ async fn call_tool(
                 uri: uri.to_owned(),
             },
             None => {
-                let mut e = ApiError::new(
+                return Err(ApiError::not_run(
                     StatusCode::BAD_REQUEST,
                     "bad_request",
                     "read_resource needs a string `uri`",
-                );
-                e.extra = Some(json!({"outcome": "not_run"}));
-                return Err(e);
+                ));
             }
         },
         ToolKind::GetPrompt => match args.get("name").and_then(Value::as_str) {
@@ -447,24 +447,20 @@ async fn call_tool(
                 arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
             },
             None => {
-                let mut e = ApiError::new(
+                return Err(ApiError::not_run(
                     StatusCode::BAD_REQUEST,
                     "bad_request",
                     "get_prompt needs a string `name`",
-                );
-                e.extra = Some(json!({"outcome": "not_run"}));
-                return Err(e);
+                ));
             }
         },
     };
     let conn = snap.conns.get(&tool.server).cloned().ok_or_else(|| {
-        let mut e = ApiError::new(
+        ApiError::not_run(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             format!("server {:?} has no connection in this session", tool.server),
-        );
-        e.extra = Some(json!({"outcome": "not_run"}));
-        e
+        )
     })?;
     let r = conn.send(Call(target)).await;
     match r {

@@ -967,8 +967,11 @@ impl Bench {
                 }
             }
             let open_ms = t.elapsed().as_secs_f64() * 1000.0;
-            // Sessions after the first open from saved catalogues and dial in the background:
-            // wait until every connection is up.
+            // Sessions after the first open from saved catalogues and dial in the background
+            // from their first activity: submit, then wait until every connection is up.
+            for id in &ids {
+                self.submit(&d, id);
+            }
             let deadline = Instant::now() + Duration::from_secs(120);
             for id in &ids {
                 loop {
@@ -1112,6 +1115,19 @@ impl Bench {
             let (st, body) = c.request("GET", path, None).await.ok()?;
             (st == 200).then(|| serde_json::from_slice(&body).ok())?
         })
+    }
+
+    /// The host's first submit: it starts the background checks of saved catalogues.
+    fn submit(&mut self, d: &Daemon, id: &str) {
+        let _ = self.rt.block_on(async {
+            let mut c = httpc::Conn::new(&d.addr);
+            c.request(
+                "POST",
+                &format!("/sessions/{id}/activity"),
+                Some(br#"{"kind":"submit"}"#),
+            )
+            .await
+        });
     }
 
     fn delete_session(&mut self, d: &Daemon, id: &str) {
