@@ -82,6 +82,23 @@ impl Actor for Runtime {
     type Context = Context<Self>;
 }
 
+impl Runtime {
+    /// Prepare a composition (or, with `only`, just those servers) without blocking the actor.
+    fn prepare(
+        &self,
+        enabled: bool,
+        only: Option<Vec<String>>,
+    ) -> ResponseFuture<Result<Prepared, PrepareError>> {
+        let (home, registry, cctx, store) = (
+            self.home.clone(),
+            self.registry.clone(),
+            self.ctx.clone(),
+            self.store.clone(),
+        );
+        Box::pin(async move { prepare(home, registry, cctx, store, enabled, only).await })
+    }
+}
+
 /// Prepare a composition. `enabled` is the session's effective choice.
 #[derive(Message)]
 #[rtype(result = "Result<Prepared, PrepareError>")]
@@ -93,11 +110,7 @@ impl Handler<Prepare> for Runtime {
     type Result = ResponseFuture<Result<Prepared, PrepareError>>;
 
     fn handle(&mut self, msg: Prepare, _ctx: &mut Self::Context) -> Self::Result {
-        let home = self.home.clone();
-        let registry = self.registry.clone();
-        let cctx = self.ctx.clone();
-        let store = self.store.clone();
-        Box::pin(async move { prepare(home, registry, cctx, store, msg.enabled, None).await })
+        self.prepare(msg.enabled, None)
     }
 }
 
@@ -319,11 +332,7 @@ impl Handler<Probe> for Runtime {
     type Result = ResponseFuture<Result<Prepared, PrepareError>>;
 
     fn handle(&mut self, msg: Probe, _ctx: &mut Self::Context) -> Self::Result {
-        let home = self.home.clone();
-        let registry = self.registry.clone();
-        let cctx = self.ctx.clone();
-        let store = self.store.clone();
-        Box::pin(async move { prepare(home, registry, cctx, store, true, Some(msg.servers)).await })
+        self.prepare(true, Some(msg.servers))
     }
 }
 
