@@ -111,7 +111,7 @@ impl Composition {
                     conns.insert(s.config.name.clone(), a.clone());
                 }
                 if let (Some(cat), true) = (&s.catalogue, s.addr.is_some()) {
-                    tools.extend(advertise_shared(&s.config, cat, s.http, &mut warnings));
+                    tools.extend(advertise_shared(&s.config, cat, s.is_http(), &mut warnings));
                 }
             }
         }
@@ -150,11 +150,7 @@ impl Composition {
         if let Some(old) = old {
             old.close();
         }
-        for j in self.joins.drain(..) {
-            if let Some(a) = j.addr {
-                a.do_send(super::connection::Close);
-            }
-        }
+        self.joins.drain(..).for_each(|j| j.close());
         self.tell_retry();
         self.emit(
             "refresh",
@@ -200,8 +196,8 @@ impl Composition {
                     if !me_names.contains(&j.config.name) {
                         names.push(j.config.name.clone());
                         p.servers.push(j);
-                    } else if let Some(a) = j.addr {
-                        a.do_send(super::connection::Close);
+                    } else {
+                        j.close();
                     }
                 }
             }
@@ -215,11 +211,7 @@ impl Composition {
         if let Some(p) = self.current.take() {
             p.close();
         }
-        for j in self.joins.drain(..) {
-            if let Some(a) = j.addr {
-                a.do_send(super::connection::Close);
-            }
-        }
+        self.joins.drain(..).for_each(|j| j.close());
         if let Ok(mut g) = self.shared.write() {
             *g = Arc::new(Snapshot::default());
         }
@@ -517,7 +509,7 @@ impl Handler<GetView> for Composition {
                 views.push(ServerView {
                     name: s.config.name.clone(),
                     state,
-                    transport: if s.http { "http" } else { "stdio" },
+                    transport: if s.is_http() { "http" } else { "stdio" },
                     era: st.and_then(|x| x.era),
                     protocol_version: st.and_then(|x| x.protocol_version.clone()),
                     tools,

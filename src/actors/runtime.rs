@@ -34,9 +34,38 @@ pub struct PreparedServer {
     pub catalogue: Option<Arc<Catalogue>>,
     pub state: ServerState,
     pub warning: Option<String>,
-    pub http: bool,
     /// The catalogue came from the store; the connection dials in the background.
     pub saved: bool,
+}
+
+impl PreparedServer {
+    /// A server in `state`, with nothing else known yet.
+    pub fn new(config: &ServerConfig, fingerprint: &str, state: ServerState) -> Self {
+        PreparedServer {
+            config: config.clone(),
+            fingerprint: fingerprint.to_owned(),
+            addr: None,
+            catalogue: None,
+            state,
+            warning: None,
+            saved: false,
+        }
+    }
+
+    /// Whether it is reached over HTTP (the `x-mcp-header` rules apply).
+    pub fn is_http(&self) -> bool {
+        matches!(
+            self.config.transport,
+            settings::TransportConfig::Http { .. }
+        )
+    }
+
+    /// Close its connection, if it has one.
+    pub fn close(&self) {
+        if let Some(a) = &self.addr {
+            a.do_send(Close);
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -50,11 +79,7 @@ pub struct Prepared {
 impl Prepared {
     /// Close every connection of this set (after a swap, or when it is thrown away).
     pub fn close(&self) {
-        for s in &self.servers {
-            if let Some(a) = &s.addr {
-                a.do_send(Close);
-            }
-        }
+        self.servers.iter().for_each(PreparedServer::close);
     }
 }
 
@@ -203,16 +228,7 @@ async fn prepare(
             }
         }
         if !cfg.enabled {
-            servers.push(PreparedServer {
-                config: cfg.clone(),
-                fingerprint: String::new(),
-                addr: None,
-                catalogue: None,
-                state: ServerState::Disabled,
-                warning: None,
-                http: matches!(cfg.transport, settings::TransportConfig::Http { .. }),
-                saved: false,
-            });
+            servers.push(PreparedServer::new(cfg, "", ServerState::Disabled));
             continue;
         }
         resolved.push(Arc::new(settings::resolve(cfg, &env, &creds)?));
@@ -240,14 +256,10 @@ async fn prepare(
             .filter(|(fp, _)| *fp == r.fingerprint)
         {
             servers.push(PreparedServer {
-                config: r.config.clone(),
-                fingerprint: r.fingerprint.clone(),
                 addr: Some(addr),
                 catalogue: Some(cat),
-                state: ServerState::Connected,
-                warning: None,
-                http: matches!(r.config.transport, settings::TransportConfig::Http { .. }),
                 saved: true,
+                ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
             });
             continue;
         }
@@ -257,7 +269,6 @@ async fn prepare(
         });
     }
     for (r, addr, res) in futures_util::future::join_all(pending).await {
-        let http = matches!(r.config.transport, settings::TransportConfig::Http { .. });
         let outcome = match res {
             Ok(Ok(cat)) => Ok(cat),
             Ok(Err(e)) => Err(e),
@@ -268,25 +279,16 @@ async fn prepare(
                 save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await
             {
                 // A catalogue over the size limit is bad configuration: nothing is swapped in.
-                for s in &servers {
-                    if let Some(a) = &s.addr {
-                        a.do_send(Close);
-                    }
-                }
+                servers.iter().for_each(PreparedServer::close);
                 addr.do_send(Close);
                 return Err(e);
             }
         }
         match outcome {
             Ok(cat) => servers.push(PreparedServer {
-                config: r.config.clone(),
-                fingerprint: r.fingerprint.clone(),
                 addr: Some(addr),
                 catalogue: Some(cat),
-                state: ServerState::Connected,
-                warning: None,
-                http,
-                saved: false,
+                ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
             }),
             Err(reason) => {
                 addr.do_send(Close);
@@ -294,19 +296,14 @@ async fn prepare(
                 let w = format!("MCP server {:?} was left out: {reason}", r.config.name);
                 tracing::warn!("{w}");
                 warnings.push(w.clone());
+                let state = if needs_auth {
+                    ServerState::NeedsSignIn
+                } else {
+                    ServerState::LeftOut
+                };
                 servers.push(PreparedServer {
-                    config: r.config.clone(),
-                    fingerprint: r.fingerprint.clone(),
-                    addr: None,
-                    catalogue: None,
-                    state: if needs_auth {
-                        ServerState::NeedsSignIn
-                    } else {
-                        ServerState::LeftOut
-                    },
                     warning: Some(w),
-                    http,
-                    saved: false,
+                    ..PreparedServer::new(&r.config, &r.fingerprint, state)
                 });
             }
         }

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt;
 
 /// Messages larger than this are refused in both directions (16 MiB).
@@ -199,85 +199,65 @@ impl Message {
 
     /// Serialize to compact JSON bytes (no trailing newline).
     pub fn to_bytes(&self) -> Bytes {
-        let v = match self {
-            Message::Request { id, method, params } => {
-                let mut m = Map::new();
-                m.insert("jsonrpc".into(), Value::from("2.0"));
-                m.insert("id".into(), serde_json::to_value(id).unwrap_or(Value::Null));
-                m.insert("method".into(), Value::from(method.as_str()));
-                if let Some(p) = params {
-                    m.insert("params".into(), p.clone());
-                }
-                Value::Object(m)
-            }
-            Message::Notification { method, params } => {
-                let mut m = Map::new();
-                m.insert("jsonrpc".into(), Value::from("2.0"));
-                m.insert("method".into(), Value::from(method.as_str()));
-                if let Some(p) = params {
-                    m.insert("params".into(), p.clone());
-                }
-                Value::Object(m)
-            }
-            Message::Response { id, result } => {
-                let mut m = Map::new();
-                m.insert("jsonrpc".into(), Value::from("2.0"));
-                m.insert("id".into(), serde_json::to_value(id).unwrap_or(Value::Null));
-                match result {
-                    Ok(r) => m.insert("result".into(), r.clone()),
-                    Err(e) => m.insert(
-                        "error".into(),
-                        serde_json::to_value(e).unwrap_or(Value::Null),
-                    ),
-                };
-                Value::Object(m)
-            }
-            Message::OrphanError(e) => serde_json::json!({
-                "jsonrpc": "2.0", "id": null, "error": e
-            }),
-        };
-        Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+        match self {
+            Message::Request { id, method, params } => request_bytes(id, method, params.as_ref()),
+            Message::Notification { method, params } => notification_bytes(method, params.as_ref()),
+            Message::Response { id, result } => reply_bytes(Some(id), result.as_ref()),
+            Message::OrphanError(e) => reply_bytes(None, Err(e)),
+        }
     }
+}
+
+/// A request or notification as it goes out, borrowing its parts (no copy of the params).
+#[derive(Serialize)]
+struct Outgoing<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a RequestId>,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+fn outgoing_bytes(id: Option<&RequestId>, method: &str, params: Option<&Value>) -> Bytes {
+    let msg = Outgoing {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    };
+    Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
+}
+
+/// A response as it goes out (`"id": null` for an error about nothing we could parse).
+#[derive(Serialize)]
+struct Reply<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a RequestId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorObject>,
+}
+
+fn reply_bytes(id: Option<&RequestId>, result: Result<&Value, &ErrorObject>) -> Bytes {
+    let msg = Reply {
+        jsonrpc: "2.0",
+        id,
+        result: result.ok(),
+        error: result.err(),
+    };
+    Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
 }
 
 /// Serialize a request without cloning its params.
 pub fn request_bytes(id: &RequestId, method: &str, params: Option<&Value>) -> Bytes {
-    #[derive(Serialize)]
-    struct Req<'a> {
-        jsonrpc: &'static str,
-        id: &'a RequestId,
-        method: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        params: Option<&'a Value>,
-    }
-    Bytes::from(
-        serde_json::to_vec(&Req {
-            jsonrpc: "2.0",
-            id,
-            method,
-            params,
-        })
-        .unwrap_or_default(),
-    )
+    outgoing_bytes(Some(id), method, params)
 }
 
 /// Serialize a notification without cloning its params.
 pub fn notification_bytes(method: &str, params: Option<&Value>) -> Bytes {
-    #[derive(Serialize)]
-    struct Note<'a> {
-        jsonrpc: &'static str,
-        method: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        params: Option<&'a Value>,
-    }
-    Bytes::from(
-        serde_json::to_vec(&Note {
-            jsonrpc: "2.0",
-            method,
-            params,
-        })
-        .unwrap_or_default(),
-    )
+    outgoing_bytes(None, method, params)
 }
 
 /// Parse a body that may hold one message or a JSON-RPC batch (2025-03-26 allowed batches).
@@ -345,6 +325,26 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn replies_serialize_as_json_rpc() {
+        let ok = Message::Response {
+            id: RequestId::String("a".into()),
+            result: Ok(serde_json::json!({})),
+        };
+        let v: Value = serde_json::from_slice(&ok.to_bytes()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"jsonrpc": "2.0", "id": "a", "result": {}})
+        );
+        let orphan = Message::OrphanError(ErrorObject::new(METHOD_NOT_FOUND, "x"));
+        let v: Value = serde_json::from_slice(&orphan.to_bytes()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32601, "message": "x"}})
+        );
+        assert_eq!(Message::parse(&ok.to_bytes()).unwrap(), ok);
     }
 
     #[test]
