@@ -351,3 +351,36 @@ fn the_default_moves_only_sessions_that_follow_it() {
     assert_eq!(d.tool_names(&own).len(), 2);
     assert_eq!(d.get(&format!("/sessions/{own}")).1["generation"], 1);
 }
+
+#[test]
+fn a_catalogue_over_the_size_limit_fails_preparation_and_keeps_the_previous_composition() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("tools.json");
+    // 200 tools with 48 KiB descriptions: about 9.6 MiB of catalogue, over the 8 MiB limit
+    // (each line stays under the 16 MiB message cap).
+    let tools: Vec<Value> = (0..200)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "description": "d".repeat(48 * 1024),
+                   "inputSchema": {"type": "object"}})
+        })
+        .collect();
+    std::fs::write(&big, serde_json::to_vec(&tools).unwrap()).unwrap();
+    let ok = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "ok": fixture_server("exits_mid_call.py", &[])}}});
+    let d = Daemon::start(ok);
+    let (id, _) = d.session(json!({}));
+    let huge = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "ok": fixture_server("exits_mid_call.py", &[]),
+        "huge": fixture_server("slow_start.py", &["--delay-ms", "0", "--tools-json", big.to_str().unwrap()])}}});
+    std::fs::write(d.home.path().join("extensions.json"), huge.to_string()).unwrap();
+    let (st, r) = d.post("/extensions/mcp/reload", json!({}));
+    assert_eq!(st, 422, "{r}");
+    assert!(r.to_string().contains("huge"), "{r}");
+    assert!(r.to_string().contains("limit"), "{r}");
+    // The previous composition still serves.
+    let (st, r) = d.call(&id, "mcp__ok__echo", json!({"message": "still"}));
+    assert_eq!(st, 200, "{r}");
+    // A new session with that configuration fails to prepare, naming the server.
+    let (_, v) = d.session(json!({}));
+    assert!(v["error"].as_str().unwrap_or("").contains("huge"), "{v}");
+}
