@@ -384,3 +384,41 @@ fn a_catalogue_over_the_size_limit_fails_preparation_and_keeps_the_previous_comp
     let (_, v) = d.session(json!({}));
     assert!(v["error"].as_str().unwrap_or("").contains("huge"), "{v}");
 }
+
+#[test]
+fn a_changed_secret_is_discovered_during_preparation() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut def = slow(log.path(), 600);
+    def["env"] = json!({"TOKEN": {"env": "ALBEDO_T_ROTATED"}});
+    let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {"slow": def}}});
+    let mut d = Daemon::start_env(ext, &[("ALBEDO_T_ROTATED", "first-value")]);
+    d.session(json!({}));
+    assert_eq!(d.stop(15), Some(0));
+    // The same configuration, the same secret: opened from the saved catalogue.
+    std::fs::write(log.path(), "").unwrap();
+    let home = std::mem::replace(&mut d.home, tempfile::tempdir().unwrap());
+    let mut d2 = Daemon::start_in(home, &[("ALBEDO_T_ROTATED", "first-value")]);
+    d2.session(json!({}));
+    assert!(
+        logged(log.path()).is_empty(),
+        "an unchanged secret was discovered again"
+    );
+    assert_eq!(d2.stop(15), Some(0));
+    // A rotated secret: a new fingerprint, discovered during preparation.
+    let home = std::mem::replace(&mut d2.home, tempfile::tempdir().unwrap());
+    let d3 = Daemon::start_in(home, &[("ALBEDO_T_ROTATED", "second-value")]);
+    let (id, _) = d3.session(json!({}));
+    assert!(logged(log.path())
+        .iter()
+        .any(|m| m["method"] == "tools/list"));
+    assert!(d3.tool_names(&id).contains(&"mcp__slow__echo".to_owned()));
+    // No secret value is stored with the catalogue.
+    for f in ["albedo.db", "albedo.db-wal"] {
+        let db = std::fs::read(d3.home.path().join(f)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&db);
+        assert!(
+            !text.contains("first-value") && !text.contains("second-value"),
+            "{f}"
+        );
+    }
+}
