@@ -110,26 +110,27 @@ fn mailbox(e: MailboxError) -> ApiError {
     )
 }
 
+/// The routes, the hot one first: actix-web matches a request against each pattern in turn.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(healthz))
-        .route("/extensions", web::get().to(get_extensions))
-        .route("/extensions/mcp", web::put().to(put_extension))
-        .route("/extensions/mcp/reload", web::post().to(reload_all))
-        .route("/sessions", web::post().to(create_session))
-        .route("/sessions/{id}", web::get().to(get_session))
-        .route("/sessions/{id}", web::delete().to(delete_session))
-        .route(
-            "/sessions/{id}/extensions/mcp",
-            web::put().to(put_session_extension),
-        )
-        .route("/sessions/{id}/tools", web::get().to(list_tools))
-        .route("/sessions/{id}/tools/{name}", web::get().to(get_tool))
-        .route(
-            "/sessions/{id}/tools/{name}/call",
-            web::post().to(call_tool),
-        )
-        .route("/sessions/{id}/activity", web::post().to(activity))
-        .route("/sessions/{id}/events", web::get().to(events));
+    cfg.route(
+        "/sessions/{id}/tools/{name}/call",
+        web::post().to(call_tool),
+    )
+    .route("/healthz", web::get().to(healthz))
+    .route("/extensions", web::get().to(get_extensions))
+    .route("/extensions/mcp", web::put().to(put_extension))
+    .route("/extensions/mcp/reload", web::post().to(reload_all))
+    .route("/sessions", web::post().to(create_session))
+    .route("/sessions/{id}", web::get().to(get_session))
+    .route("/sessions/{id}", web::delete().to(delete_session))
+    .route(
+        "/sessions/{id}/extensions/mcp",
+        web::put().to(put_session_extension),
+    )
+    .route("/sessions/{id}/tools", web::get().to(list_tools))
+    .route("/sessions/{id}/tools/{name}", web::get().to(get_tool))
+    .route("/sessions/{id}/activity", web::post().to(activity))
+    .route("/sessions/{id}/events", web::get().to(events));
 }
 
 /// JSON bodies: bad JSON is a clear 400, never a panic.
