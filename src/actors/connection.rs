@@ -349,18 +349,27 @@ impl Link {
                 })
             }
         };
-        let (method, params, hdrs) = match &target {
-            CallTarget::Tool { name, arguments } => (
-                "tools/call",
-                json!({"name": name, "arguments": arguments}),
-                self.headers.borrow().get(name).cloned().unwrap_or_default(),
-            ),
+        // The arguments are moved into the params, never copied.
+        let named = |name: String, arguments: Value| {
+            let mut m = serde_json::Map::new();
+            m.insert("name".into(), Value::String(name));
+            m.insert("arguments".into(), arguments);
+            Value::Object(m)
+        };
+        let (method, params, hdrs) = match target {
+            CallTarget::Tool { name, arguments } => {
+                let hdrs = self
+                    .headers
+                    .borrow()
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_default();
+                ("tools/call", named(name, arguments), hdrs)
+            }
             CallTarget::ReadResource { uri } => ("resources/read", json!({ "uri": uri }), vec![]),
-            CallTarget::GetPrompt { name, arguments } => (
-                "prompts/get",
-                json!({"name": name, "arguments": arguments}),
-                vec![],
-            ),
+            CallTarget::GetPrompt { name, arguments } => {
+                ("prompts/get", named(name, arguments), vec![])
+            }
         };
         let r = client
             .request_with(method, Some(params), self.call_timeout(), &hdrs)

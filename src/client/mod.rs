@@ -247,8 +247,7 @@ impl McpClient {
     ) -> Result<Value, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let modern = self.inner.era.get().map(|p| p.era) == Some(Era::Modern);
-        let again = if modern { params.clone() } else { None };
-        let (id, rx) = self.start_request(method, params, param_headers, None)?;
+        let (id, rx) = self.start_request(method, params.as_ref(), param_headers, None)?;
         match self.finish_request(id, rx, timeout).await {
             Err(RpcError::Server(e))
                 if modern && e.code == jsonrpc::UNSUPPORTED_PROTOCOL_VERSION =>
@@ -257,7 +256,8 @@ impl McpClient {
                     return Err(RpcError::Server(e));
                 };
                 tracing::debug!(%method, version = %pv.version, "unsupported version; sending the request again");
-                let (id, rx) = self.start_request(method, again, param_headers, Some(&pv))?;
+                let (id, rx) =
+                    self.start_request(method, params.as_ref(), param_headers, Some(&pv))?;
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 self.finish_request(id, rx, left).await
             }
@@ -272,13 +272,16 @@ impl McpClient {
         params: Option<Value>,
         as_version: Option<&ProtocolVersion>,
     ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
-        self.start_request(method, params, &[], as_version)
+        self.start_request(method, params.as_ref(), &[], as_version)
     }
 
+    /// Number, register and send one request. The params are borrowed: a request that may
+    /// be sent again (`-32022`) is never copied, and modern `_meta` is merged while the
+    /// body is serialized.
     fn start_request(
         &self,
         method: &str,
-        params: Option<Value>,
+        params: Option<&Value>,
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
     ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
@@ -289,14 +292,6 @@ impl McpClient {
         let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
         let pv = as_version.or(self.inner.era.get());
         let modern = pv.map(|p| p.era == Era::Modern).unwrap_or(false);
-        let params = if modern {
-            Some(with_meta(
-                params,
-                pv.map(|p| p.version.as_str()).unwrap_or(""),
-            ))
-        } else {
-            params
-        };
         let mut hdrs = Vec::new();
         if modern && transport.kind() == TransportKind::Http {
             if let Some(p) = pv {
@@ -304,20 +299,16 @@ impl McpClient {
             }
             hdrs.push(("Mcp-Method".to_owned(), method.to_owned()));
             let name = match method {
-                "tools/call" | "prompts/get" => params
-                    .as_ref()
-                    .and_then(|p| p.get("name"))
-                    .and_then(Value::as_str),
-                "resources/read" => params
-                    .as_ref()
-                    .and_then(|p| p.get("uri"))
-                    .and_then(Value::as_str),
+                "tools/call" | "prompts/get" => {
+                    params.and_then(|p| p.get("name")).and_then(Value::as_str)
+                }
+                "resources/read" => params.and_then(|p| p.get("uri")).and_then(Value::as_str),
                 _ => None,
             };
             if let Some(n) = name {
                 hdrs.push(("Mcp-Name".to_owned(), headers::encode_value(n)));
             }
-            if let Some(args) = params.as_ref().and_then(|p| p.get("arguments")) {
+            if let Some(args) = params.and_then(|p| p.get("arguments")) {
                 for h in param_headers {
                     if let Some(v) = headers::extract(args, &h.path).and_then(headers::param_value)
                     {
@@ -326,7 +317,17 @@ impl McpClient {
                 }
             }
         }
-        let body = jsonrpc::request_bytes(&id, method, params.as_ref());
+        let body = match pv.filter(|_| modern) {
+            Some(p) => jsonrpc::request_bytes_of(
+                &id,
+                method,
+                &ModernParams {
+                    params,
+                    version: &p.version,
+                },
+            ),
+            None => jsonrpc::request_bytes(&id, method, params),
+        };
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.inner.pending.lock() {
             p.insert(id.clone(), tx);
@@ -443,30 +444,74 @@ fn modern_retry_version(e: &ErrorObject) -> Option<ProtocolVersion> {
     }
 }
 
-/// Add the modern `_meta` keys to a request's params.
-pub fn with_meta(params: Option<Value>, version: &str) -> Value {
-    let mut obj = match params {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    let meta = obj
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(m) = meta {
-        m.insert(
-            "io.modelcontextprotocol/protocolVersion".into(),
-            Value::from(version),
-        );
-        m.insert(
-            "io.modelcontextprotocol/clientInfo".into(),
-            json!({"name": CLIENT_NAME, "version": CLIENT_VERSION}),
-        );
-        m.insert(
-            "io.modelcontextprotocol/clientCapabilities".into(),
-            json!({}),
-        );
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The params of a 2026-07-28 request as they go out: the caller's params (an object; anything
+/// else is replaced by one) with the protocol version, client info and client capabilities
+/// merged into `_meta`, written straight from the borrowed value.
+pub struct ModernParams<'a> {
+    pub params: Option<&'a Value>,
+    pub version: &'a str,
+}
+
+impl serde::Serialize for ModernParams<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let obj = self.params.and_then(Value::as_object);
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in obj.into_iter().flatten() {
+            if k != "_meta" {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        let meta = Meta {
+            caller: obj.and_then(|o| o.get("_meta")).and_then(Value::as_object),
+            version: self.version,
+        };
+        map.serialize_entry("_meta", &meta)?;
+        map.end()
     }
-    Value::Object(obj)
+}
+
+/// `_meta` of a modern request: the caller's own keys, then albedo's (which win).
+struct Meta<'a> {
+    caller: Option<&'a Map<String, Value>>,
+    version: &'a str,
+}
+
+impl serde::Serialize for Meta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let ours = [
+            META_PROTOCOL_VERSION,
+            META_CLIENT_INFO,
+            META_CLIENT_CAPABILITIES,
+        ];
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in self.caller.into_iter().flatten() {
+            if !ours.contains(&k.as_str()) {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.serialize_entry(META_PROTOCOL_VERSION, self.version)?;
+        map.serialize_entry(
+            META_CLIENT_INFO,
+            &ClientInfo {
+                name: CLIENT_NAME,
+                version: CLIENT_VERSION,
+            },
+        )?;
+        map.serialize_entry(META_CLIENT_CAPABILITIES, &Map::new())?;
+        map.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ClientInfo {
+    name: &'static str,
+    version: &'static str,
 }
 
 impl Inner {
@@ -706,5 +751,54 @@ mod tests {
         let (sent, r) = refused_once(ProtocolVersion::legacy("2025-11-25"), &["2026-07-28"]).await;
         assert_eq!(sent.len(), 1);
         assert!(matches!(r, Err(RpcError::Server(_))), "{r:?}");
+    }
+
+    #[test]
+    fn modern_params_merge_meta_without_copying_and_without_duplicate_keys() {
+        let text = |params: Option<&Value>| {
+            let id = RequestId::Number(7);
+            let b = jsonrpc::request_bytes_of(
+                &id,
+                "tools/call",
+                &ModernParams {
+                    params,
+                    version: "2026-07-28",
+                },
+            );
+            String::from_utf8(b.to_vec()).unwrap()
+        };
+        let p = json!({"name": "t", "arguments": {"a": 1}, "_meta": {
+            "progressToken": 3,
+            "io.modelcontextprotocol/protocolVersion": "1999-01-01",
+        }});
+        let out = text(Some(&p));
+        assert_eq!(out.matches("protocolVersion").count(), 1, "{out}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let meta = &v["params"]["_meta"];
+        assert_eq!(v["params"]["name"], "t");
+        assert_eq!(v["params"]["arguments"], json!({"a": 1}));
+        assert_eq!(meta["progressToken"], 3, "the caller's own keys stay");
+        assert_eq!(
+            meta["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientInfo"]["name"],
+            CLIENT_NAME
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientCapabilities"],
+            json!({})
+        );
+        // No params, or params that are not an object: an object with `_meta` alone.
+        for p in [None, Some(&json!([1, 2])), Some(&json!({"_meta": "x"}))] {
+            let v: Value = serde_json::from_str(&text(p)).unwrap();
+            let keys: Vec<&String> = v["params"].as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["_meta"], "{p:?}");
+            assert_eq!(
+                v["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                "2026-07-28"
+            );
+        }
     }
 }

@@ -210,16 +210,20 @@ impl Message {
 
 /// A request or notification as it goes out, borrowing its parts (no copy of the params).
 #[derive(Serialize)]
-struct Outgoing<'a> {
+struct Outgoing<'a, P: Serialize + ?Sized> {
     jsonrpc: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a RequestId>,
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a Value>,
+    params: Option<&'a P>,
 }
 
-fn outgoing_bytes(id: Option<&RequestId>, method: &str, params: Option<&Value>) -> Bytes {
+fn outgoing_bytes<P: Serialize + ?Sized>(
+    id: Option<&RequestId>,
+    method: &str,
+    params: Option<&P>,
+) -> Bytes {
     let msg = Outgoing {
         jsonrpc: "2.0",
         id,
@@ -253,6 +257,12 @@ fn reply_bytes(id: Option<&RequestId>, result: Result<&Value, &ErrorObject>) -> 
 /// Serialize a request without cloning its params.
 pub fn request_bytes(id: &RequestId, method: &str, params: Option<&Value>) -> Bytes {
     outgoing_bytes(Some(id), method, params)
+}
+
+/// Serialize a request whose params are anything serializable (a view that decorates
+/// borrowed params, for example), without building a `Value` first.
+pub fn request_bytes_of<P: Serialize + ?Sized>(id: &RequestId, method: &str, params: &P) -> Bytes {
+    outgoing_bytes(Some(id), method, Some(params))
 }
 
 /// Serialize a notification without cloning its params.
