@@ -308,6 +308,7 @@ impl HttpTransport {
             }
         }
         let connector = awc::Connector::new()
+            .connector(super::tcp::PromptAckConnector::default())
             .rustls_0_23(spec.tls.clone())
             .timeout(opts.connect_timeout)
             .handshake_timeout(opts.connect_timeout)

@@ -9,6 +9,7 @@ pub mod http;
 pub mod launcher;
 pub mod sse;
 pub mod stdio;
+pub mod tcp;
 pub mod tls;
 
 use crate::protocol::{ErrorObject, Message, ProtocolVersion, RequestId};

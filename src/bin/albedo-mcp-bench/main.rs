@@ -12,7 +12,9 @@
 //!
 //! Every process it needs is this binary in a hidden mode, so what is measured is always the
 //! code it was built from: `__stdio-server`, `__http-server` (the minimal servers),
-//! `__client` (albedo's client library under load), `__daemon` (`albedo-mcp serve`),
+//! `__client` (albedo's client library under load), `__floor-client` (the same calls, one at
+//! a time, by a blocking loop with no MCP library: the machine's own round trip, see
+//! floor.rs), `__daemon` (`albedo-mcp serve`),
 //! `launch` (the stdio launcher). The rmcp client is the workspace member
 //! `benches/rmcp-client` (built on first use with `cargo build -p albedo-bench-rmcp-client`,
 //! so the daemon never links rmcp); the TypeScript client is `benches/ts-client.mjs`.
