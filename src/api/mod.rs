@@ -488,7 +488,7 @@ const SLICE: usize = 64 * 1024;
 /// (with `.json()` a 10 MiB result was held three times: the value, its text and the
 /// write buffer).
 fn large_json(v: Value) -> HttpResponse {
-    let body = web::Bytes::from(serde_json::to_vec(&v).unwrap_or_default());
+    let body = web::Bytes::from(crate::protocol::json_write::to_vec(&v));
     drop(v);
     let mut r = HttpResponse::Ok();
     r.content_type(actix_web::http::header::ContentType::json());

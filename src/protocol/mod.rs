@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod era;
 pub mod headers;
+pub mod json_write;
 pub mod jsonrpc;
 pub mod model;
 
