@@ -19,8 +19,9 @@
 //! warning by [`CatalogueStore::get_all`]; the next successful discovery overwrites it.
 //!
 //! SQLite details: every pooled connection sets `busy_timeout` *before* switching to WAL
-//! (the other order gives "database is locked" under concurrency), then
-//! `synchronous = NORMAL`. Migrations run inside `BEGIN IMMEDIATE` so that two daemons
+//! (the other order gives "database is locked" under concurrency; and a connection that
+//! loses the race to switch a fresh file, which SQLite refuses at once, waits for the
+//! other's switch), then `synchronous = NORMAL`. Migrations run inside `BEGIN IMMEDIATE` so that two daemons
 //! opening the same file at once do not both create the table. On PostgreSQL they run in a
 //! transaction holding an advisory lock, for the same reason with several replicas.
 //!
@@ -285,9 +286,48 @@ impl SqlitePragmas {
     fn apply(&self, conn: &mut SqliteConnection) -> Result<(), diesel::result::Error> {
         conn.batch_execute(&format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS};"))?;
         if self.wal {
-            conn.batch_execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+            Self::switch_to_wal(conn)?;
+            conn.batch_execute("PRAGMA synchronous = NORMAL;")?;
         }
         Ok(())
+    }
+
+    /// Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is
+    /// locked" at once, without its busy handler, to a connection that would otherwise
+    /// deadlock with another one switching the same file (several daemons starting together
+    /// on a new home). The mode is kept in the file, so the loser only has to see that
+    /// another connection switched it, or try again once that one is done.
+    fn switch_to_wal(conn: &mut SqliteConnection) -> Result<(), diesel::result::Error> {
+        #[derive(diesel::QueryableByName)]
+        struct Mode {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            journal_mode: String,
+        }
+        let attempts = (SQLITE_BUSY_TIMEOUT_MS / 10).max(1);
+        let mut tried = 0;
+        loop {
+            let err = match conn.batch_execute("PRAGMA journal_mode = WAL;") {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let locked = matches!(
+                &err,
+                diesel::result::Error::DatabaseError(_, info) if info.message().contains("locked")
+            );
+            if !locked || tried >= attempts {
+                return Err(err);
+            }
+            let switched = diesel::sql_query("PRAGMA journal_mode")
+                .load::<Mode>(conn)
+                .map(|m| m.iter().any(|m| m.journal_mode.eq_ignore_ascii_case("wal")))
+                .unwrap_or(false);
+            if switched {
+                return Ok(());
+            }
+            tried += 1;
+            // A blocking wait is what SQLite's own busy handler does here too.
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

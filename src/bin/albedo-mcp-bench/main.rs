@@ -171,7 +171,7 @@ impl Sizes {
             cold_delay_ms: 300,
             cold_reps: 3,
             big_bytes: 10 << 20,
-            big_calls: 5,
+            big_calls: 20,
             scale_http: 1000,
             scale_sessions: 200,
             scale_per_session: 5,
