@@ -105,13 +105,16 @@ async fn run_level(
     (v, bytes.get(), errors.get())
 }
 
+/// The job a client mode was given, or why it is unusable (said on stderr).
+pub fn parse_job(job_text: &str, who: &str) -> Option<Value> {
+    serde_json::from_str(job_text)
+        .map_err(|e| eprintln!("{who} client: bad job: {e}"))
+        .ok()
+}
+
 pub fn run(job_text: &str) -> i32 {
-    let job: Value = match serde_json::from_str(job_text) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("albedo client: bad job: {e}");
-            return 2;
-        }
+    let Some(job) = parse_job(job_text, "albedo") else {
+        return 2;
     };
     let sys = actix_rt::System::new();
     let out = sys.block_on(async move { drive(job).await });

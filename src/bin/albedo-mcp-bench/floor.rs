@@ -14,12 +14,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::time::{Duration, Instant};
 
 pub fn run(job_text: &str) -> i32 {
-    let job: Value = match serde_json::from_str(job_text) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("floor client: bad job: {e}");
-            return 2;
-        }
+    let Some(job) = crate::client::parse_job(job_text, "floor") else {
+        return 2;
     };
     let out = match drive(&job) {
         Ok(v) => v,
