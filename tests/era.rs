@@ -364,3 +364,66 @@ fn the_probe_corner_cases() {
     .iter()
     .any(|m| m["method"] == "notifications/cancelled")));
 }
+
+/// A call that outlives its `callTimeoutMs` is cancelled the way its era and transport say,
+/// and a real SDK server (TypeScript SDK v2) sees it: over 2026-07-28 HTTP by the request's
+/// stream being closed (no `notifications/cancelled`), over stdio by `notifications/cancelled`
+/// carrying our reason. Either way the API reports the outcome as unknown, and the next call
+/// is served (a timed-out call drops the connection; the next one dials again).
+#[test]
+fn a_timed_out_modern_call_is_cancelled_and_the_server_sees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str| dir.path().join(name).display().to_string();
+    let ts = start_peer(
+        "node",
+        &[
+            server_script("ts_v2_server.mjs"),
+            node_modules(),
+            "--transport".into(),
+            "http".into(),
+            "--cancel-log".into(),
+            log("http.log"),
+        ],
+    );
+    let stdio_args = json!([
+        server_script("ts_v2_server.mjs"),
+        node_modules(),
+        "--cancel-log",
+        log("stdio.log")
+    ]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "tsh": {"type": "http", "url": ts.url, "callTimeoutMs": 400},
+        "tss": {"type": "stdio", "command": "node", "callTimeoutMs": 400, "args": stdio_args}}}}));
+    let (id, view) = d.session(json!({}));
+    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    let reasons = |name: &str| std::fs::read_to_string(log(name)).unwrap_or_default();
+    for (server, file) in [("tsh", "http.log"), ("tss", "stdio.log")] {
+        assert_eq!(server_era(&d, &id, server), "modern");
+        let (st, r) = d.call(&id, &format!("mcp__{server}__wait"), json!({"ms": 20_000}));
+        assert_eq!(st, 502, "{server}: {r}");
+        assert_eq!(r["outcome"], "unknown", "{server}: {r}");
+        assert!(
+            wait_until(Duration::from_secs(10), || !reasons(file).is_empty()),
+            "{server}: the server never saw the cancellation"
+        );
+        let seen = reasons(file);
+        assert_eq!(seen.lines().count(), 1, "{server}: {seen}");
+        if server == "tss" {
+            // notifications/cancelled, with the reason albedo gives.
+            assert_eq!(seen.trim(), "timed out", "{server}: {seen}");
+        } else {
+            // The stream closed; no notifications/cancelled is sent in this era over HTTP.
+            assert_ne!(seen.trim(), "timed out", "{server}: {seen}");
+        }
+        let (st, r) = d.call(&id, &format!("mcp__{server}__wait"), json!({"ms": 1}));
+        assert_eq!(st, 200, "{server}: {r}");
+        assert_eq!(r["content"][0]["text"], "waited 1 ms", "{server}: {r}");
+    }
+}
+
+fn server_era(d: &Daemon, id: &str, name: &str) -> String {
+    server(&session_view(d, id), name)["era"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}

@@ -9,6 +9,9 @@
 //   --transport http   createMcpHandler behind node:http at http://127.0.0.1:N/mcp (127.0.0.1
 //                      only; any other path gets 404). --port 0 (default) takes a free port.
 //   --port-file F      (http) write the bound port (decimal, newline) to F once listening.
+//   --cancel-log F     append the reason of every cancelled `wait` call to F, one per line
+//                      (the `reason` of notifications/cancelled, or "Connection closed" when
+//                      the request's stream or the connection closed first).
 //
 // Both eras, as the SDK serves them:
 //   - 2026-07-28: server/discover, per-request `_meta` envelope, subscriptions/listen (served by
@@ -39,6 +42,10 @@
 //                              HTTP 400 -32020). Over stdio there are no headers: text =
 //                              "stdio: <region>". structuredContent is always
 //                              {"header": <raw value or null>, "region": <argument>, "transport": ...}.
+//   wait(ms: number)        -> waits ms, or until the request's AbortSignal fires (the client
+//                              closed the request's stream, or sent notifications/cancelled);
+//                              text "waited <ms> ms" or "cancelled".
+//   cancelled_count()       -> text: how many `wait` calls this process saw cancelled.
 import path from "node:path";
 import http from "node:http";
 import fs from "node:fs";
@@ -49,11 +56,13 @@ let modules = null;
 let transport = "stdio";
 let port = 0;
 let portFile = null;
+let cancelLog = null;
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];
   if (a === "--transport") transport = argv[++i];
   else if (a === "--port") port = Number(argv[++i]);
   else if (a === "--port-file") portFile = argv[++i];
+  else if (a === "--cancel-log") cancelLog = argv[++i];
   else if (!a.startsWith("--") && modules === null) modules = a;
   else {
     process.stderr.write(`ts_v2_server: unknown argument ${a}\n`);
@@ -77,6 +86,9 @@ const messageSchema = () =>
 // request; stdio one per connection plus a discarded discover probe).
 const addedTools = [];
 let notifyToolsChanged = null; // HTTP: the handler's bus; stdio: each instance registers itself.
+// `wait` calls whose request was cancelled (HTTP 2026-07-28: the request's stream closed;
+// stdio: notifications/cancelled), process-wide.
+let cancelledCalls = 0;
 
 function registerAdded(server, name) {
   server.registerTool(
@@ -136,6 +148,41 @@ function build() {
         structuredContent: { header, region, transport: req ? "http" : "stdio" },
       };
     },
+  );
+  server.registerTool(
+    "wait",
+    {
+      description: "Waits `ms` milliseconds, or until the request is cancelled (counted)",
+      inputSchema: fromJsonSchema({ type: "object", properties: { ms: { type: "number" } }, required: ["ms"] }),
+    },
+    async ({ ms }, ctx) => {
+      const signal = ctx?.mcpReq?.signal;
+      const cancelled = await new Promise((resolve) => {
+        const t = setTimeout(() => resolve(false), ms);
+        signal?.addEventListener(
+          "abort",
+          () => {
+            clearTimeout(t);
+            resolve(true);
+          },
+          { once: true },
+        );
+      });
+      if (cancelled) {
+        cancelledCalls += 1;
+        if (cancelLog) {
+          const r = signal.reason;
+          const why = typeof r === "string" ? r : (r?.message ?? String(r));
+          fs.appendFileSync(cancelLog, `${why}\n`);
+        }
+      }
+      return { content: [{ type: "text", text: cancelled ? "cancelled" : `waited ${ms} ms` }] };
+    },
+  );
+  server.registerTool(
+    "cancelled_count",
+    { description: "How many `wait` calls this process saw cancelled", inputSchema: fromJsonSchema({ type: "object" }) },
+    async () => ({ content: [{ type: "text", text: String(cancelledCalls) }] }),
   );
   for (const name of addedTools) registerAdded(server, name);
   return server;
