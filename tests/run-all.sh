@@ -12,8 +12,9 @@ cargo test --all-targets 2>&1
 # A debug build: the release build of the crate and of rmcp would add about 10 minutes.
 cargo run --bin albedo-mcp-bench -- --quick 2>&1
 if [ -n "${ALBEDO_TEST_POSTGRES_URL:-}" ]; then
-  # The same catalogue store on PostgreSQL (a build with libpq).
+  # The same catalogue store on PostgreSQL (a build with libpq), and two daemons sharing it.
   cargo test --features postgres --lib store::catalogue 2>&1
+  cargo test --features postgres --test postgres_daemon 2>&1
 fi
 if [ -f tests/conformance.sh ]; then
   bash tests/conformance.sh

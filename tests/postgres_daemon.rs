@@ -1,0 +1,57 @@
+//! The daemon end to end on PostgreSQL (a build with `--features postgres`, and
+//! `ALBEDO_TEST_POSTGRES_URL` naming a database, as `tests/run-all.sh` sets it up with
+//! `tests/peers/postgres.sh`): two daemons with different homes share one catalogue store,
+//! as replicas do, so a server one of them discovered is never waited on by the other.
+//! Without the URL the test says so and passes (the SQLite side is `tests/lifecycle.rs`).
+#![cfg(feature = "postgres")]
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[test]
+fn daemons_sharing_a_postgres_store_never_wait_on_a_server_either_has_heard_from() {
+    let Ok(url) = std::env::var("ALBEDO_TEST_POSTGRES_URL") else {
+        eprintln!("ALBEDO_TEST_POSTGRES_URL is not set: skipped");
+        return;
+    };
+    // The log's path is in the server's arguments: a configuration (and fingerprint) of its
+    // own on every run, so rows left by earlier runs in the shared database do not count.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = fixture_server(
+        "slow_start.py",
+        &["--log", log.path().to_str().unwrap(), "--delay-ms", "1500"],
+    );
+    let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {"pgslow": server}}});
+    let env = [("ALBEDO_DATABASE_URL", url.as_str())];
+
+    // The first daemon has never heard of the server: preparation waits for it, then the
+    // catalogue is saved in PostgreSQL.
+    let a = Daemon::start_env(ext.clone(), &env);
+    let t = Instant::now();
+    let (id, view) = a.session(json!({}));
+    assert!(t.elapsed() >= Duration::from_millis(1500), "{view}");
+    assert!(a.tool_names(&id).contains(&"mcp__pgslow__echo".to_owned()));
+    assert!(!std::path::Path::new(&a.home.path().join("albedo.db")).exists());
+
+    // A second daemon, another home, the same database: advertised from the saved catalogue
+    // before the server is sent anything.
+    std::fs::write(log.path(), "").unwrap();
+    let b = Daemon::start_env(ext, &env);
+    let t = Instant::now();
+    let (id, view) = b.session(json!({}));
+    let opened = t.elapsed();
+    assert!(
+        b.tool_names(&id).contains(&"mcp__pgslow__echo".to_owned()),
+        "{view}"
+    );
+    assert!(opened < Duration::from_millis(1500), "waited {opened:?}");
+    assert!(
+        logged(log.path()).is_empty(),
+        "the server was already talked to"
+    );
+    // And the call works (it dials the server then).
+    let (st, r) = b.call(&id, "mcp__pgslow__echo", json!({"message": "pg"}));
+    assert_eq!(st, 200, "{r}");
+}
