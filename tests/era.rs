@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn node_modules() -> String {
@@ -18,91 +17,11 @@ fn ts_v2_stdio() -> Value {
            "args": [server_script("ts_v2_server.mjs"), node_modules()]})
 }
 
-/// An HTTP peer started by the test, killed when dropped.
-struct Peer {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_port(file: &Path) -> u16 {
-    assert!(
-        wait_until(Duration::from_secs(30), || std::fs::read_to_string(file)
-            .map(|s| !s.trim().is_empty())
-            .unwrap_or(false)),
-        "the peer did not start"
-    );
-    std::fs::read_to_string(file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-fn start_peer(program: &str, args: &[String]) -> Peer {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let pf = dir.join("port");
-    let mut a: Vec<String> = args.to_vec();
-    a.extend([
-        "--port".into(),
-        "0".into(),
-        "--port-file".into(),
-        pf.display().to_string(),
-    ]);
-    let child = Command::new(program)
-        .args(&a)
-        .env("FASTMCP_CHECK_FOR_UPDATES", "off")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let port = wait_port(&pf);
-    Peer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_everything_http() -> Peer {
-    let port = free_port();
-    let child = Command::new("node")
-        .args([
-            "--require",
-            &repo()
-                .join("tests/peers/localhost.cjs")
-                .display()
-                .to_string(),
-            &everything_js(),
-            "streamableHttp",
-        ])
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    }));
-    Peer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+/// An HTTP peer on a free port: `program args... --port 0 --port-file F`.
+fn start_peer(program: &str, args: &[String]) -> HttpPeer {
+    let mut a = args.to_vec();
+    a.extend(["--port".into(), "0".into()]);
+    HttpPeer::start(program, &a)
 }
 
 fn server<'a>(view: &'a Value, name: &str) -> &'a Value {
@@ -145,7 +64,7 @@ fn eras_are_detected_on_both_transports() {
             "http".into(),
         ],
     );
-    let ev = start_everything_http();
+    let ev = HttpPeer::everything();
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "ts_stdio": ts_v2_stdio(),
         "ts_http": {"type": "http", "url": ts.url},

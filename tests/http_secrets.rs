@@ -5,8 +5,6 @@
 mod common;
 use common::*;
 use serde_json::json;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const TOKEN: &str = "tok-3f9a1c-never-print-me";
 const KEY: &str = "key-77b2e0-never-print-me";
@@ -14,41 +12,19 @@ const KEY: &str = "key-77b2e0-never-print-me";
 #[test]
 fn http_credentials_are_sent_and_never_shown() {
     let dir = tempfile::tempdir().unwrap();
-    let pf = dir.path().join("port");
     let log = dir.path().join("requests.log");
-    let mut fx = Command::new(venv_python())
-        .args([
-            fixture("http_faults.py"),
-            "--port".into(),
-            "0".into(),
-            "--port-file".into(),
-            pf.display().to_string(),
-            "--log".into(),
-            log.display().to_string(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::fs::read_to_string(&pf)
-            .map(|s| !s.trim().is_empty())
-            .unwrap_or(false)
-    }));
-    let port: u16 = std::fs::read_to_string(&pf)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let args = [
+        fixture("http_faults.py"),
+        "--port".into(),
+        "0".into(),
+        "--log".into(),
+        log.display().to_string(),
+    ];
+    let fx = HttpPeer::start_in(dir, &venv_python(), &args, "http");
+    let closed = free_port();
     let d = Daemon::start_env(
         json!({"enabled": {"mcp": true}, "mcp": {"servers": {
-            "f": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp"),
+            "f": {"type": "http", "url": fx.url,
                   "bearerTokenEnvVar": "ALBEDO_T_TOKEN", "headers": {"X-Api-Key": {"env": "ALBEDO_T_KEY"}}},
             "gone": {"type": "http", "url": format!("http://127.0.0.1:{closed}/mcp"),
                      "bearerTokenEnvVar": "ALBEDO_T_TOKEN"}
@@ -72,8 +48,7 @@ fn http_credentials_are_sent_and_never_shown() {
     seen.push(d.get(&format!("/sessions/{id}/tools")).1.to_string());
     seen.push(d.call(&id, "mcp__f__nope", json!({})).1.to_string());
     seen.push(d.get("/extensions").1.to_string());
-    let _ = fx.kill();
-    let _ = fx.wait();
+    drop(fx);
     // A call to a server that went away: the error says so, without the secret.
     let (st, r) = d.call(&id, "mcp__f__echo", json!({"message": "after"}));
     assert!(st >= 500, "{r}");

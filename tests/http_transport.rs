@@ -17,7 +17,7 @@ use albedo_mcp::transport::http::{HttpOptions, HttpSpec, HttpTransport, ListenSt
 use albedo_mcp::transport::{tls, Transport, TransportError};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,163 +25,64 @@ use tokio::sync::mpsc;
 
 const T: Duration = Duration::from_secs(30);
 
-/// A server process, killed (by its own handle) when dropped.
-struct Peer {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("the server exited before listening: {st}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the server did not listen on {port}");
-}
-
-fn wait_for_port_file(path: &Path, child: &mut Child) -> u16 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Some(p) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return p;
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("the server exited before listening: {st}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no port file at {}", path.display());
-}
+use common::HttpPeer as Peer;
 
 fn everything() -> Peer {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let err = std::fs::File::create(dir.path().join("stderr")).unwrap();
-    let mut child = Command::new("node")
-        .arg("--require")
-        .arg(common::repo().join("tests/peers/localhost.cjs"))
-        .arg(common::everything_js())
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("node and server-everything (tests/peers/install.sh)");
-    wait_for_port(port, &mut child);
-    Peer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        _dir: dir,
-    }
+    Peer::everything()
 }
 
 fn py_mcp() -> Peer {
-    let dir = tempfile::tempdir().unwrap();
-    let pf = dir.path().join("port");
-    let mut child = Command::new(common::venv_python())
-        .arg(common::server_script("py_mcp_server.py"))
-        .args(["--transport", "http", "--port", "0", "--port-file"])
-        .arg(&pf)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the peers venv (tests/peers/install.sh)");
-    let port = wait_for_port_file(&pf, &mut child);
-    Peer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        _dir: dir,
-    }
+    let args = [common::server_script("py_mcp_server.py")];
+    Peer::start(
+        &common::venv_python(),
+        &port_zero(&args, &["--transport", "http"]),
+    )
 }
 
 /// The TypeScript SDK v2 server (`tests/servers/ts_v2_server.mjs`) over HTTP.
 fn ts_v2() -> Peer {
-    let dir = tempfile::tempdir().unwrap();
-    let pf = dir.path().join("port");
-    let mut child = Command::new("node")
-        .arg(common::server_script("ts_v2_server.mjs"))
-        .arg(common::peers().join("npm/node_modules"))
-        .args(["--transport", "http", "--port", "0", "--port-file"])
-        .arg(&pf)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("node");
-    let port = wait_for_port_file(&pf, &mut child);
-    Peer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        _dir: dir,
-    }
+    let args = [
+        common::server_script("ts_v2_server.mjs"),
+        common::peers()
+            .join("npm/node_modules")
+            .display()
+            .to_string(),
+    ];
+    Peer::start("node", &port_zero(&args, &["--transport", "http"]))
 }
 
-/// The stdlib fault fixture; `tls` is (cert, key).
+/// `args`, then `extra`, then `--port 0`.
+fn port_zero(args: &[String], extra: &[&str]) -> Vec<String> {
+    let mut v = args.to_vec();
+    v.extend(extra.iter().chain(&["--port", "0"]).map(|s| s.to_string()));
+    v
+}
+
+/// The stdlib fault fixture, logging each request to `log.jsonl` in its folder; `tls` is
+/// (cert, key).
 fn faults(args: &[&str], tls: Option<(&Path, &Path)>) -> Peer {
     let dir = tempfile::tempdir().unwrap();
-    let pf = dir.path().join("port");
-    let mut cmd = Command::new("python3");
-    cmd.arg(common::fixture("http_faults.py"))
-        .arg("--port-file")
-        .arg(&pf)
-        .arg("--log")
-        .arg(dir.path().join("log.jsonl"))
-        .args(args);
+    let mut a = vec![
+        common::fixture("http_faults.py"),
+        "--log".into(),
+        dir.path().join("log.jsonl").display().to_string(),
+    ];
+    a.extend(args.iter().map(|s| s.to_string()));
     if let Some((c, k)) = tls {
-        cmd.arg("--tls-cert").arg(c).arg("--tls-key").arg(k);
+        a.extend([
+            "--tls-cert".into(),
+            c.display().to_string(),
+            "--tls-key".into(),
+            k.display().to_string(),
+        ]);
     }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3");
-    let port = wait_for_port_file(&pf, &mut child);
     let scheme = if tls.is_some() { "https" } else { "http" };
-    Peer {
-        child,
-        url: format!("{scheme}://127.0.0.1:{port}/mcp"),
-        _dir: dir,
-    }
+    Peer::start_in(dir, "python3", &a, scheme)
 }
 
-impl Peer {
-    /// What the server wrote on stderr (server-everything).
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("stderr")).unwrap_or_default()
-    }
-
-    /// What the fault fixture logged, one object per request.
-    fn requests(&self) -> Vec<Value> {
-        common::logged(&self._dir.path().join("log.jsonl"))
-    }
+/// What the fault fixture logged, one object per request.
+fn requests(peer: &Peer) -> Vec<Value> {
+    common::logged(&peer.file("log.jsonl"))
 }
 
 struct Conn {
@@ -540,8 +441,7 @@ async fn a_cut_stream_is_resumed_through_the_client() {
         .await
         .unwrap();
     assert_eq!(text_of(&r), "Echo: resumed");
-    let gets: Vec<Value> = peer
-        .requests()
+    let gets: Vec<Value> = requests(&peer)
         .into_iter()
         .filter(|r| r["method"] == "GET")
         .collect();
@@ -552,8 +452,7 @@ async fn a_cut_stream_is_resumed_through_the_client() {
     assert_eq!(gets[0]["version"], "2025-11-25");
     assert_eq!(c.transport.stats().resumptions.load(Ordering::Relaxed), 1);
     // Every request after initialize carried the session and the version.
-    for r in peer
-        .requests()
+    for r in requests(&peer)
         .iter()
         .filter(|r| r["rpc"] != "initialize" && r["rpc"] != "server/discover")
     {
@@ -587,7 +486,7 @@ async fn a_session_the_server_ends_closes_the_client_and_the_next_redials() {
     // No DELETE for a session the server ended.
     c.client.close();
     c.transport.wait_closed().await;
-    assert!(!peer.requests().iter().any(|r| r["method"] == "DELETE"));
+    assert!(!requests(&peer).iter().any(|r| r["method"] == "DELETE"));
 
     // Redial: a new initialize without a session id, a new session.
     let c2 = connect(&peer.url);

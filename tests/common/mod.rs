@@ -244,3 +244,123 @@ pub fn logged(path: &Path) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// An HTTP MCP server started by a test on 127.0.0.1, killed when dropped. It runs in its
+/// own folder (`dir`), where its stderr goes (`stderr`) and where it may log.
+pub struct HttpPeer {
+    pub child: Child,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl HttpPeer {
+    /// Start `program args... --port-file DIR/port` in a fresh folder and wait for the port.
+    pub fn start(program: &str, args: &[String]) -> HttpPeer {
+        Self::start_in(tempfile::tempdir().unwrap(), program, args, "http")
+    }
+
+    /// The same in a given folder (for arguments that name files in it), with the scheme
+    /// of the URL to give out.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        program: &str,
+        args: &[String],
+        scheme: &str,
+    ) -> HttpPeer {
+        let pf = dir.path().join("port");
+        let mut child = Command::new(program)
+            .args(args)
+            .arg("--port-file")
+            .arg(&pf)
+            .env("FASTMCP_CHECK_FOR_UPDATES", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Self::stderr_file(&dir))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program} (tests/peers/install.sh): {e}"));
+        let port = Self::wait(&mut child, || {
+            std::fs::read_to_string(&pf)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+        });
+        HttpPeer {
+            child,
+            url: format!("{scheme}://127.0.0.1:{port}/mcp"),
+            dir,
+        }
+    }
+
+    /// server-everything in `streamableHttp` mode (it takes its port from `PORT`).
+    pub fn everything() -> HttpPeer {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut child = Command::new("node")
+            .arg("--require")
+            .arg(repo().join("tests/peers/localhost.cjs"))
+            .arg(everything_js())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Self::stderr_file(&dir))
+            .spawn()
+            .expect("node and server-everything (tests/peers/install.sh)");
+        Self::wait(&mut child, || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| port)
+        });
+        HttpPeer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            dir,
+        }
+    }
+
+    fn stderr_file(dir: &tempfile::TempDir) -> Stdio {
+        std::fs::File::create(dir.path().join("stderr"))
+            .map(Stdio::from)
+            .unwrap_or(Stdio::null())
+    }
+
+    /// Wait up to 30 s for `listening` to give the port; a server that exits first fails.
+    fn wait(child: &mut Child, mut listening: impl FnMut() -> Option<u16>) -> u16 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(p) = listening() {
+                return p;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("the server exited before listening: {st}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the server did not start listening within 30 s");
+    }
+
+    /// A file in the server's folder.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// What the server wrote on stderr.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.file("stderr")).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
