@@ -235,6 +235,8 @@ const RMCP: &str = "rmcp";
 const RMCP_POOLED: &str = "rmcp-pooled";
 const TS: &str = "ts-sdk-v2";
 const API: &str = "albedo-daemon-api";
+/// The body of every echo call through the API.
+const ECHO_BODY: &[u8] = br#"{"arguments":{"message":"hello"}}"#;
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";
 
@@ -567,15 +569,12 @@ impl Bench {
             ("roundtrip_http", "mcp__benchhttp__echo"),
         ] {
             let path = format!("/sessions/{id}/tools/{tool}/call");
-            let body = br#"{"arguments":{"message":"hello"}}"#.to_vec();
             for c in self.sizes.levels.clone() {
                 let r = self.api_load(
                     &d,
                     std::slice::from_ref(&path),
-                    &body,
                     c as usize,
                     self.sizes.duration_ms,
-                    self.sizes.warmup_ms,
                 );
                 let mut rec = r.record(scenario, API, c as usize);
                 rec["rep"] = json!(rep);
@@ -874,7 +873,7 @@ impl Bench {
             let small = json!({"arguments": {"bytes": 1024}})
                 .to_string()
                 .into_bytes();
-            self.api_load(&d, std::slice::from_ref(&path), &small, 1, 0, 0);
+            self.api_count(&d, &path, &small, 1);
             std::thread::sleep(Duration::from_millis(200));
             let base = procs::rss_kib(d.pid());
             let reset = procs::reset_hwm(d.pid());
@@ -931,14 +930,11 @@ impl Bench {
                 let paths: Vec<String> = (0..n)
                     .map(|i| format!("/sessions/{id}/tools/mcp__h{i}__echo/call"))
                     .collect();
-                let body = br#"{"arguments":{"message":"hello"}}"#.to_vec();
                 let r = self.api_load(
                     &d,
                     &paths,
-                    &body,
                     self.sizes.scale_concurrency,
                     self.sizes.scale_duration_ms,
-                    self.sizes.warmup_ms,
                 );
                 let busy = procs::rss_kib(d.pid());
                 let mut rec = r.record("scale_http_connections", API, self.sizes.scale_concurrency);
@@ -1003,14 +999,11 @@ impl Bench {
                     (0..k).map(move |i| format!("/sessions/{id}/tools/mcp__s{i}__echo/call"))
                 })
                 .collect();
-            let body = br#"{"arguments":{"message":"hello"}}"#.to_vec();
             let r = self.api_load(
                 &d,
                 &paths,
-                &body,
                 self.sizes.scale_concurrency,
                 self.sizes.scale_duration_ms,
-                self.sizes.warmup_ms,
             );
             let busy = procs::rss_kib(d.pid());
             let mut rec = r.record("scale_stdio_sessions", API, self.sizes.scale_concurrency);
@@ -1154,29 +1147,16 @@ impl Bench {
         &self,
         d: &Daemon,
         paths: &[String],
-        body: &[u8],
         concurrency: usize,
         duration_ms: u64,
-        warmup_ms: u64,
     ) -> LoadResult {
+        let body = ECHO_BODY;
         self.rt.block_on(async {
             let mut conns: Vec<httpc::Conn> = (0..concurrency)
                 .map(|_| httpc::Conn::new(&d.addr))
                 .collect();
-            if warmup_ms > 0 || duration_ms == 0 {
-                let until = Instant::now() + Duration::from_millis(warmup_ms);
-                load(
-                    &mut conns,
-                    paths,
-                    body,
-                    until,
-                    if duration_ms == 0 { Some(1) } else { None },
-                )
-                .await;
-            }
-            if duration_ms == 0 {
-                return LoadResult::default();
-            }
+            let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
+            load(&mut conns, paths, body, warmup, None).await;
             let cpu0 = procs::cpu_us_of(d.pid());
             let t = Instant::now();
             let until = Instant::now() + Duration::from_millis(duration_ms);
