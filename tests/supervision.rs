@@ -86,7 +86,7 @@ async fn a_session_keeps_working_after_its_connection_actor_panics() {
     let (comp, shared, _events) = Composition::new("t".into(), runtime, None, true);
     let comp = comp.start();
     assert_eq!(comp.send(Reload::default()).await.unwrap(), Ok(1));
-    let conn = shared.read().unwrap().conns.get("fx").cloned().unwrap();
+    let conn = shared.load().conns.get("fx").cloned().unwrap();
     let call = || {
         Call(CallTarget::Tool {
             name: "echo".into(),
@@ -97,7 +97,7 @@ async fn a_session_keeps_working_after_its_connection_actor_panics() {
     conn.send(InjectPanic).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     // The same snapshot, the same address: the call goes through after the restart.
-    let conn = shared.read().unwrap().conns.get("fx").cloned().unwrap();
+    let conn = shared.load().conns.get("fx").cloned().unwrap();
     let r = conn.send(call()).await.unwrap().expect("after");
     assert_eq!(r["content"][0]["text"], "mid");
     let view = comp.send(GetView).await.unwrap();

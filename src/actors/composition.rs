@@ -21,7 +21,22 @@ pub struct Snapshot {
     pub conns: HashMap<String, Addr<Connection>>,
 }
 
-pub type SharedSnapshot = Arc<RwLock<Arc<Snapshot>>>;
+/// The published snapshot, shared by the actor (which replaces it) and the API (which reads it).
+#[derive(Clone, Default)]
+pub struct SharedSnapshot(Arc<RwLock<Arc<Snapshot>>>);
+
+impl SharedSnapshot {
+    /// The snapshot published last (an `Arc`: reading it never waits on the actor).
+    pub fn load(&self) -> Arc<Snapshot> {
+        self.0.read().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    fn store(&self, snap: Snapshot) {
+        if let Ok(mut g) = self.0.write() {
+            *g = Arc::new(snap);
+        }
+    }
+}
 
 /// An event of the session, for `GET /sessions/{id}/events`.
 #[derive(Debug, Clone, Serialize)]
@@ -60,7 +75,7 @@ impl Composition {
         choice: Option<bool>,
         default_enabled: bool,
     ) -> (Composition, SharedSnapshot, broadcast::Sender<SessionEvent>) {
-        let shared: SharedSnapshot = Arc::new(RwLock::new(Arc::new(Snapshot::default())));
+        let shared = SharedSnapshot::default();
         let (tx, _) = broadcast::channel(256);
         (
             Composition {
@@ -121,9 +136,7 @@ impl Composition {
             table: ToolTable::from_shared(self.generation, tools),
             conns,
         };
-        if let Ok(mut g) = self.shared.write() {
-            *g = Arc::new(snap);
-        }
+        self.shared.store(snap);
     }
 
     fn install(&mut self, prepared: Prepared, ctx: &mut Context<Self>) {
@@ -212,9 +225,7 @@ impl Composition {
             p.close();
         }
         self.joins.drain(..).for_each(|j| j.close());
-        if let Ok(mut g) = self.shared.write() {
-            *g = Arc::new(Snapshot::default());
-        }
+        self.shared.store(Snapshot::default());
     }
 }
 
@@ -481,7 +492,7 @@ impl Handler<GetView> for Composition {
             (servers, statuses)
         };
         Box::pin(fut.into_actor(self).map(|(servers, statuses), act, _ctx| {
-            let snap = act.shared.read().map(|g| g.clone()).unwrap_or_default();
+            let snap = act.shared.load();
             let mut views = Vec::new();
             let mut context = Vec::new();
             for s in &servers {

@@ -353,7 +353,7 @@ async fn list_tools(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
-    let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
+    let snap = s.shared.load();
     // Each tool's JSON is kept with the tool (and tools are shared between sessions): the
     // list is copied together, not built from 5,000 deep copies of descriptions and schemas.
     let tools = &snap.table.tools;
@@ -384,7 +384,7 @@ async fn get_tool(
 ) -> Result<HttpResponse, ApiError> {
     let (id, name) = path.into_inner();
     let s = session(&state, &id)?;
-    let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
+    let snap = s.shared.load();
     let t = snap
         .table
         .lookup(&name)
@@ -407,7 +407,7 @@ async fn call_tool(
 ) -> Result<HttpResponse, ApiError> {
     let (id, name) = path.into_inner();
     let s = session(&state, &id)?;
-    let snap = s.shared.read().map(|g| g.clone()).unwrap_or_default();
+    let snap = s.shared.load();
     let tool = snap.table.lookup(&name).cloned().ok_or_else(|| {
         ApiError::not_run(
             StatusCode::NOT_FOUND,
