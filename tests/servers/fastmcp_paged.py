@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
+
+from _listen import listen
 
 # No banner and no update check against PyPI at start (tests run offline, on stdio).
 os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
@@ -70,18 +71,8 @@ def main() -> None:
     if args.transport == "stdio":
         server.run("stdio", show_banner=False, log_level=args.log_level)
         return
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen(128)
+    sock = listen("fastmcp_paged", args.host, args.port, args.port_file)
     port = sock.getsockname()[1]
-    print(f"fastmcp_paged: listening on http://{args.host}:{port}/mcp", file=sys.stderr, flush=True)
-    if args.port_file:
-        tmp = args.port_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{port}\n")
-        os.replace(tmp, args.port_file)
     server.run(
         "http",
         show_banner=False,

@@ -37,9 +37,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import socket
 import sys
+
+from _listen import listen
 
 import anyio
 from mcp import types
@@ -118,18 +118,7 @@ def main() -> None:
     if args.transport == "stdio":
         mcp.run("stdio")
         return
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    print(f"py_mcp_server: listening on http://{args.host}:{port}/mcp", file=sys.stderr, flush=True)
-    if args.port_file:
-        tmp = args.port_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{port}\n")
-        os.replace(tmp, args.port_file)
+    sock = listen("py_mcp_server", args.host, args.port, args.port_file)
     import uvicorn
 
     app = mcp.streamable_http_app(
