@@ -9,6 +9,14 @@
 //! rmcp's own `from_uri` client (no idle connection pooling); `pooled` uses a pooled
 //! reqwest client and lets 256 POSTs run at once.
 
+// The bench's own measurement and records, so that rmcp is measured exactly as albedo is.
+#[path = "../../../src/bin/albedo-mcp-bench/measure.rs"]
+mod measure;
+/// What `measure` finds as `crate::libc` (the bench itself has it from nix).
+mod libc {
+    pub use ::libc::*;
+}
+
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -16,16 +24,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-fn cpu_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
-}
+use std::time::Instant;
 
 fn text_bytes(r: &rmcp::model::CallToolResult) -> u64 {
     let v = serde_json::to_value(&r.content).unwrap_or(Value::Null);
@@ -61,7 +60,7 @@ async fn run_level(
     concurrency: usize,
     until: Option<Instant>,
     calls: Option<u64>,
-) -> (Vec<u32>, u64, u64) {
+) -> measure::LevelRun {
     let lat = Arc::new(Mutex::new(Vec::<u32>::new()));
     let bytes = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -92,7 +91,7 @@ async fn run_level(
                 let t = Instant::now();
                 match one(&peer, &load).await {
                     Ok(b) => {
-                        mine.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        mine.push(measure::micros(t));
                         bytes.fetch_add(b, Ordering::Relaxed);
                     }
                     Err(e) => {
@@ -114,14 +113,6 @@ async fn run_level(
         bytes.load(Ordering::Relaxed),
         errors.load(Ordering::Relaxed),
     )
-}
-
-fn pct(sorted: &[u32], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)] as u64
 }
 
 #[tokio::main]
@@ -177,35 +168,10 @@ async fn main() {
         tool: job["tool"].as_str().unwrap_or("echo").to_owned(),
         arguments: job["arguments"].as_object().cloned().unwrap_or_default(),
     });
-    let duration = Duration::from_millis(job["duration_ms"].as_u64().unwrap_or(1000));
-    let warmup = Duration::from_millis(job["warmup_ms"].as_u64().unwrap_or(200));
-    let calls = job["calls"].as_u64();
-    let mut levels = Vec::new();
-    for c in job["levels"].as_array().into_iter().flatten() {
-        let c = c.as_u64().unwrap_or(1) as usize;
-        if calls.is_none() {
-            run_level(&peer, &load, c, Some(Instant::now() + warmup), None).await;
-        } else {
-            run_level(&peer, &load, 1, None, Some(1)).await;
-        }
-        let cpu0 = cpu_us();
-        let t = Instant::now();
-        let until = calls.is_none().then(|| Instant::now() + duration);
-        let (mut lat, bytes, errors) = run_level(&peer, &load, c, until, calls).await;
-        let elapsed = t.elapsed().as_secs_f64();
-        let cpu = cpu_us() - cpu0;
-        lat.sort_unstable();
-        levels.push(json!({
-            "concurrency": c,
-            "calls": lat.len(),
-            "errors": errors,
-            "elapsed_s": elapsed,
-            "p50_us": pct(&lat, 0.50),
-            "p99_us": pct(&lat, 0.99),
-            "cpu_us": cpu,
-            "result_bytes": bytes,
-        }));
-    }
+    let levels = measure::levels(&job, |c, until, calls| {
+        run_level(&peer, &load, c, until, calls)
+    })
+    .await;
     println!("{}", json!({"connect_ms": connect_ms, "levels": levels}));
     let _ = service.cancel().await;
 }

@@ -4,6 +4,7 @@
 //! and the output are the same for the three clients (albedo, rmcp, the TypeScript SDK):
 //! see `Job` in main.rs.
 
+use crate::measure::{self, LevelRun};
 use albedo_mcp::client::{discovery, handshake, McpClient};
 use albedo_mcp::transport::http::{HttpSpec, HttpTransport};
 use albedo_mcp::transport::stdio::{StdioSpec, StdioTransport};
@@ -13,23 +14,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-pub fn cpu_us() -> u64 {
-    let mut ts = nix::libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
-}
-
-pub fn pct(sorted: &[u32], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)] as u64
-}
 
 fn text_bytes(r: &Value) -> u64 {
     r.get("content")
@@ -51,7 +35,7 @@ async fn run_level(
     concurrency: usize,
     until: Option<Instant>,
     calls: Option<u64>,
-) -> (Vec<u32>, u64, u64) {
+) -> LevelRun {
     let lat = Rc::new(RefCell::new(Vec::<u32>::new()));
     let bytes = Rc::new(Cell::new(0u64));
     let errors = Rc::new(Cell::new(0u64));
@@ -84,8 +68,7 @@ async fn run_level(
                     .await
                 {
                     Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => {
-                        lat.borrow_mut()
-                            .push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        lat.borrow_mut().push(measure::micros(t));
                         bytes.set(bytes.get() + text_bytes(&r));
                     }
                     other => {
@@ -187,35 +170,10 @@ async fn drive(job: Value) -> Value {
         "name": job["tool"].as_str().unwrap_or("echo"),
         "arguments": job["arguments"].clone(),
     }));
-    let duration = Duration::from_millis(job["duration_ms"].as_u64().unwrap_or(1000));
-    let warmup = Duration::from_millis(job["warmup_ms"].as_u64().unwrap_or(200));
-    let calls = job["calls"].as_u64();
-    let mut levels = Vec::new();
-    for c in job["levels"].as_array().into_iter().flatten() {
-        let c = c.as_u64().unwrap_or(1) as usize;
-        if calls.is_none() {
-            run_level(&client, &params, c, Some(Instant::now() + warmup), None).await;
-        } else {
-            run_level(&client, &params, 1, None, Some(1)).await;
-        }
-        let cpu0 = cpu_us();
-        let t = Instant::now();
-        let until = calls.is_none().then(|| Instant::now() + duration);
-        let (mut lat, bytes, errors) = run_level(&client, &params, c, until, calls).await;
-        let elapsed = t.elapsed().as_secs_f64();
-        let cpu = cpu_us() - cpu0;
-        lat.sort_unstable();
-        levels.push(json!({
-            "concurrency": c,
-            "calls": lat.len(),
-            "errors": errors,
-            "elapsed_s": elapsed,
-            "p50_us": pct(&lat, 0.50),
-            "p99_us": pct(&lat, 0.99),
-            "cpu_us": cpu,
-            "result_bytes": bytes,
-        }));
-    }
+    let levels = measure::levels(&job, |c, until, calls| {
+        run_level(&client, &params, c, until, calls)
+    })
+    .await;
     client.close();
     json!({"connect_ms": connect_ms, "levels": levels})
 }

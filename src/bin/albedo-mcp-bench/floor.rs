@@ -8,7 +8,7 @@
 //! process wake-ups for stdio), so that a ratio at one call in flight can be read against the
 //! best any client could do here. Only concurrency 1 is measured; other levels are skipped.
 
-use crate::client::{cpu_us, pct};
+use crate::measure::{self, cpu_us};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::time::{Duration, Instant};
@@ -224,21 +224,10 @@ fn drive(job: &Value) -> Result<Value, String> {
             next(&mut req);
             let s = Instant::now();
             conn.call(&req)?;
-            lat.push(s.elapsed().as_micros().min(u32::MAX as u128) as u32);
+            lat.push(measure::micros(s));
         }
         let elapsed = t.elapsed().as_secs_f64();
-        let cpu = cpu_us() - cpu0;
-        lat.sort_unstable();
-        levels.push(json!({
-            "concurrency": 1,
-            "calls": lat.len(),
-            "errors": 0,
-            "elapsed_s": elapsed,
-            "p50_us": pct(&lat, 0.50),
-            "p99_us": pct(&lat, 0.99),
-            "cpu_us": cpu,
-            "result_bytes": 0,
-        }));
+        levels.push(measure::record(1, lat, 0, 0, elapsed, cpu_us() - cpu0));
     }
     Ok(json!({"connect_ms": connect_ms, "levels": levels}))
 }

@@ -22,9 +22,11 @@
 mod client;
 mod floor;
 mod httpc;
+mod measure;
 mod procs;
 mod server;
 
+use nix::libc;
 use procs::{Proc, Scratch};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -1426,8 +1428,8 @@ impl LoadResult {
             "concurrency": c,
             "calls": calls,
             "calls_per_s": if self.elapsed_s > 0.0 { calls as f64 / self.elapsed_s } else { 0.0 },
-            "p50_us": client::pct(&self.lat, 0.5),
-            "p99_us": client::pct(&self.lat, 0.99),
+            "p50_us": measure::pct(&self.lat, 0.5),
+            "p99_us": measure::pct(&self.lat, 0.99),
             "cpu_us_per_call": if calls > 0 { self.cpu_us as f64 / calls as f64 } else { 0.0 },
             "errors": self.errors,
         });
@@ -1470,7 +1472,7 @@ async fn load(
                 let t = Instant::now();
                 match conn.request_counted("POST", path, Some(body)).await {
                     Ok((200, _, n)) => {
-                        lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        lat.push(measure::micros(t));
                         bytes += n as u64;
                     }
                     Ok((st, b, _)) => {

@@ -1,0 +1,93 @@
+//! How every client mode of the bench measures a job's levels and reports them, the same for
+//! albedo's client (`client.rs`), the floor (`floor.rs`) and the rmcp client
+//! (`benches/rmcp-client`, which includes this file with `#[path]`, so that the three report
+//! exactly alike). Only std, `serde_json` and `crate::libc` (the process's CPU clock).
+
+use serde_json::{json, Value};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// The CPU time of this process, in µs.
+pub fn cpu_us() -> u64 {
+    let mut ts = crate::libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    unsafe { crate::libc::clock_gettime(crate::libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+/// The `p` quantile of sorted latencies.
+pub fn pct(sorted: &[u32], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)] as u64
+}
+
+/// A latency in µs, as recorded.
+pub fn micros(since: Instant) -> u32 {
+    since.elapsed().as_micros().min(u32::MAX as u128) as u32
+}
+
+/// What one run of a level gives: latencies (µs, any order), result bytes, errors.
+pub type LevelRun = (Vec<u32>, u64, u64);
+
+/// Measure `run(concurrency, until, calls)` once per level of the job (`levels`,
+/// `duration_ms`, `warmup_ms`, or a fixed number of `calls`), after a warm-up of the same
+/// level (or one call), and give one record per level.
+pub async fn levels<F, Fut>(job: &Value, mut run: F) -> Vec<Value>
+where
+    F: FnMut(usize, Option<Instant>, Option<u64>) -> Fut,
+    Fut: Future<Output = LevelRun>,
+{
+    let duration = Duration::from_millis(job["duration_ms"].as_u64().unwrap_or(1000));
+    let warmup = Duration::from_millis(job["warmup_ms"].as_u64().unwrap_or(200));
+    let calls = job["calls"].as_u64();
+    let mut out = Vec::new();
+    for c in job["levels"].as_array().into_iter().flatten() {
+        let c = c.as_u64().unwrap_or(1) as usize;
+        if calls.is_none() {
+            run(c, Some(Instant::now() + warmup), None).await;
+        } else {
+            run(1, None, Some(1)).await;
+        }
+        let cpu0 = cpu_us();
+        let t = Instant::now();
+        let until = calls.is_none().then(|| Instant::now() + duration);
+        let (lat, bytes, errors) = run(c, until, calls).await;
+        out.push(record(
+            c,
+            lat,
+            bytes,
+            errors,
+            t.elapsed().as_secs_f64(),
+            cpu_us() - cpu0,
+        ));
+    }
+    out
+}
+
+/// The record of one level.
+pub fn record(
+    concurrency: usize,
+    mut lat: Vec<u32>,
+    result_bytes: u64,
+    errors: u64,
+    elapsed_s: f64,
+    cpu_us: u64,
+) -> Value {
+    lat.sort_unstable();
+    json!({
+        "concurrency": concurrency,
+        "calls": lat.len(),
+        "errors": errors,
+        "elapsed_s": elapsed_s,
+        "p50_us": pct(&lat, 0.50),
+        "p99_us": pct(&lat, 0.99),
+        "cpu_us": cpu_us,
+        "result_bytes": result_bytes,
+    })
+}
