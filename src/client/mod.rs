@@ -13,11 +13,12 @@ pub mod listen;
 
 use crate::protocol::era::{self, Era, ProtocolVersion};
 use crate::protocol::headers::{self, ParamHeader};
+use crate::protocol::json_write::{self, WriteJson};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
 use crate::transport::{
     Inbound, InboundSink, OutKind, Outbound, SharedTransport, TransportError, TransportKind,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -456,62 +457,50 @@ pub struct ModernParams<'a> {
     pub version: &'a str,
 }
 
-impl serde::Serialize for ModernParams<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
+impl WriteJson for ModernParams<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) {
         let obj = self.params.and_then(Value::as_object);
-        let mut map = s.serialize_map(None)?;
-        for (k, v) in obj.into_iter().flatten() {
-            if k != "_meta" {
-                map.serialize_entry(k, v)?;
-            }
-        }
-        let meta = Meta {
-            caller: obj.and_then(|o| o.get("_meta")).and_then(Value::as_object),
-            version: self.version,
+        let entry = |out: &mut Vec<u8>, k: &str, v: &Value| {
+            json_write::write_str(out, k);
+            out.push(b':');
+            json_write::write_value(out, v);
+            out.push(b',');
         };
-        map.serialize_entry("_meta", &meta)?;
-        map.end()
-    }
-}
-
-/// `_meta` of a modern request: the caller's own keys, then albedo's (which win).
-struct Meta<'a> {
-    caller: Option<&'a Map<String, Value>>,
-    version: &'a str,
-}
-
-impl serde::Serialize for Meta<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
+        out.push(b'{');
+        for (k, v) in obj.into_iter().flatten().filter(|(k, _)| *k != "_meta") {
+            entry(out, k, v);
+        }
+        // `_meta`: the caller's own keys, then albedo's (which win).
+        out.extend_from_slice(br#""_meta":{"#);
+        let caller = obj.and_then(|o| o.get("_meta")).and_then(Value::as_object);
         let ours = [
             META_PROTOCOL_VERSION,
             META_CLIENT_INFO,
             META_CLIENT_CAPABILITIES,
         ];
-        let mut map = s.serialize_map(None)?;
-        for (k, v) in self.caller.into_iter().flatten() {
+        for (k, v) in caller.into_iter().flatten() {
             if !ours.contains(&k.as_str()) {
-                map.serialize_entry(k, v)?;
+                entry(out, k, v);
             }
         }
-        map.serialize_entry(META_PROTOCOL_VERSION, self.version)?;
-        map.serialize_entry(
-            META_CLIENT_INFO,
-            &ClientInfo {
-                name: CLIENT_NAME,
-                version: CLIENT_VERSION,
-            },
-        )?;
-        map.serialize_entry(META_CLIENT_CAPABILITIES, &Map::new())?;
-        map.end()
+        json_write::write_str(out, META_PROTOCOL_VERSION);
+        out.push(b':');
+        json_write::write_str(out, self.version);
+        out.push(b',');
+        json_write::write_str(out, META_CLIENT_INFO);
+        out.extend_from_slice(br#":{"name":"#);
+        json_write::write_str(out, CLIENT_NAME);
+        out.extend_from_slice(br#","version":"#);
+        json_write::write_str(out, CLIENT_VERSION);
+        out.push(b'}');
+        out.push(b',');
+        json_write::write_str(out, META_CLIENT_CAPABILITIES);
+        out.extend_from_slice(b":{}}}");
     }
-}
 
-#[derive(serde::Serialize)]
-struct ClientInfo {
-    name: &'static str,
-    version: &'static str,
+    fn size_hint(&self) -> usize {
+        self.params.map(|p| p.size_hint()).unwrap_or(0) + 200
+    }
 }
 
 impl Inner {

@@ -2,6 +2,7 @@
 //! line on stdio and one per POST or SSE event on HTTP. Parsing never panics; anything that
 //! is not a well-formed message is a [`ParseError`].
 
+use super::json_write::{self, WriteJson};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -208,29 +209,28 @@ impl Message {
     }
 }
 
-/// A request or notification as it goes out, borrowing its parts (no copy of the params).
-#[derive(Serialize)]
-struct Outgoing<'a, P: Serialize + ?Sized> {
-    jsonrpc: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<&'a RequestId>,
-    method: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a P>,
-}
-
-fn outgoing_bytes<P: Serialize + ?Sized>(
+/// A request or notification as it goes out, written from its borrowed parts (no copy of the
+/// params): `{"jsonrpc":"2.0","id":…,"method":…,"params":…}`, compact, as serde_json writes it.
+fn outgoing_bytes<P: WriteJson + ?Sized>(
     id: Option<&RequestId>,
     method: &str,
     params: Option<&P>,
 ) -> Bytes {
-    let msg = Outgoing {
-        jsonrpc: "2.0",
-        id,
-        method,
-        params,
-    };
-    Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
+    let hint = params.map(|p| p.size_hint()).unwrap_or(0);
+    let mut out = Vec::with_capacity(64 + method.len() + hint);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0""#);
+    if let Some(id) = id {
+        out.extend_from_slice(br#","id":"#);
+        let _ = serde_json::to_writer(&mut out, id);
+    }
+    out.extend_from_slice(br#","method":"#);
+    json_write::write_str(&mut out, method);
+    if let Some(p) = params {
+        out.extend_from_slice(br#","params":"#);
+        p.write_json(&mut out);
+    }
+    out.push(b'}');
+    Bytes::from(out)
 }
 
 /// A response as it goes out (`"id": null` for an error about nothing we could parse).
@@ -259,9 +259,9 @@ pub fn request_bytes(id: &RequestId, method: &str, params: Option<&Value>) -> By
     outgoing_bytes(Some(id), method, params)
 }
 
-/// Serialize a request whose params are anything serializable (a view that decorates
-/// borrowed params, for example), without building a `Value` first.
-pub fn request_bytes_of<P: Serialize + ?Sized>(id: &RequestId, method: &str, params: &P) -> Bytes {
+/// Serialize a request whose params write themselves (a view that decorates borrowed params,
+/// for example), without building a `Value` first.
+pub fn request_bytes_of<P: WriteJson + ?Sized>(id: &RequestId, method: &str, params: &P) -> Bytes {
     outgoing_bytes(Some(id), method, Some(params))
 }
 
@@ -366,5 +366,43 @@ mod tests {
             parse_batch(br#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":1,"result":1}]"#)
                 .unwrap();
         assert_eq!(batch.len(), 2);
+    }
+
+    #[test]
+    fn outgoing_text_is_what_serde_json_writes() {
+        #[derive(Serialize)]
+        struct Expected<'a> {
+            jsonrpc: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            id: Option<&'a RequestId>,
+            method: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            params: Option<&'a Value>,
+        }
+        let params =
+            serde_json::json!({"name": "t\"\n", "arguments": {"x": [1, 2.5, null], "é": "\u{1}"}});
+        let ids = [RequestId::Number(7), RequestId::String("a\"b".into())];
+        for (id, method, params) in [
+            (Some(&ids[0]), "tools/call", Some(&params)),
+            (Some(&ids[1]), "tools/list", None),
+            (None, "notifications/cancelled", Some(&params)),
+            (None, "notifications/initialized", None),
+        ] {
+            let expected = serde_json::to_vec(&Expected {
+                jsonrpc: "2.0",
+                id,
+                method,
+                params,
+            })
+            .unwrap();
+            let got = match id {
+                Some(id) => request_bytes(id, method, params),
+                None => notification_bytes(method, params),
+            };
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&expected)
+            );
+        }
     }
 }
