@@ -226,6 +226,8 @@ struct Bench {
     scratch: Scratch,
     records: Vec<Value>,
     notes: Vec<String>,
+    /// Notes that are failures (see `fail`).
+    failed: usize,
     rmcp: Option<PathBuf>,
     node_modules: Option<PathBuf>,
     http: Option<(Proc, u16)>,
@@ -264,6 +266,7 @@ impl Bench {
             scratch: Scratch::new(),
             records: Vec::new(),
             notes: Vec::new(),
+            failed: 0,
             rmcp: None,
             node_modules: None,
             http: None,
@@ -285,6 +288,12 @@ impl Bench {
     fn note(&mut self, s: String) {
         eprintln!("note: {s}");
         self.notes.push(s);
+    }
+
+    /// Something that should have been measured was not: noted, and the run exits 1.
+    fn fail(&mut self, s: String) {
+        self.failed += 1;
+        self.note(format!("FAILED: {s}"));
     }
 
     fn run(mut self) -> i32 {
@@ -324,7 +333,11 @@ impl Bench {
             .iter()
             .filter(|r| r.get("failed").is_some())
             .collect();
-        let code = if failures.is_empty() { 0 } else { 1 };
+        let code = if failures.is_empty() && self.failed == 0 {
+            0
+        } else {
+            1
+        };
         if let Some(f) = &self.opts.json {
             let doc = json!({
                 "date": today(),
@@ -345,10 +358,14 @@ impl Bench {
         println!(
             "done in {:.1} s{}",
             started.elapsed().as_secs_f64(),
-            if failures.is_empty() {
+            if code == 0 {
                 String::new()
             } else {
-                format!("; {} measurement(s) FAILED", failures.len())
+                format!(
+                    "; {} measurement(s) and {} step(s) FAILED",
+                    failures.len(),
+                    self.failed
+                )
             }
         );
         code
@@ -385,7 +402,7 @@ impl Bench {
                     ));
                     self.rmcp = Some(bin);
                 }
-                other => self.note(format!(
+                other => self.fail(format!(
                     "the rmcp client is not available ({other:?}); its measurements are skipped"
                 )),
             }
@@ -406,7 +423,7 @@ impl Bench {
             if ok {
                 self.node_modules = Some(nm);
             } else {
-                self.note(format!(
+                self.fail(format!(
                     "the TypeScript SDK client is not available (node, or {} missing: run tests/peers/install.sh); its measurements are skipped",
                     nm.display()
                 ));
@@ -484,7 +501,7 @@ impl Bench {
         match procs::run_json(cmd, limit) {
             Ok(v) => Some(v),
             Err(e) => {
-                self.note(format!("{who} failed on {}: {e}", describe(job)));
+                self.fail(format!("{who} failed on {}: {e}", describe(job)));
                 None
             }
         }
@@ -603,7 +620,7 @@ impl Bench {
                 None,
             ));
         } else {
-            self.note("Python mcp is not installed (.peers/venv): skipped".into());
+            self.fail("Python mcp is not installed (.peers/venv): skipped".into());
         }
         if everything.is_file() {
             targets.push((
@@ -612,7 +629,7 @@ impl Bench {
                 None,
             ));
         } else {
-            self.note("server-everything is not installed: skipped".into());
+            self.fail("server-everything is not installed: skipped".into());
         }
         if self.sizes.real_http {
             if py.is_file() {
@@ -735,7 +752,7 @@ impl Bench {
                     if tools >= want {
                         times.push(ms);
                     } else {
-                        self.note(format!("warm open listed {tools} tools, not {want}"));
+                        self.fail(format!("warm open listed {tools} tools, not {want}"));
                     }
                     if !id.is_empty() {
                         self.delete_session(&d, &id);
@@ -804,7 +821,7 @@ impl Bench {
             if connected == self.sizes.cold_servers {
                 times.push(ms);
             } else {
-                self.note(format!(
+                self.fail(format!(
                     "cold open: {connected} of {} servers connected",
                     self.sizes.cold_servers
                 ));
@@ -1058,7 +1075,7 @@ impl Bench {
         let child = match child {
             Ok(c) => c,
             Err(e) => {
-                self.note(format!("cannot start the daemon: {e}"));
+                self.fail(format!("cannot start the daemon: {e}"));
                 return None;
             }
         };
@@ -1074,7 +1091,7 @@ impl Bench {
                 home,
             }),
             None => {
-                self.note(format!(
+                self.fail(format!(
                     "the daemon did not start: {}",
                     std::fs::read_to_string(home.join("daemon.log")).unwrap_or_default()
                 ));
@@ -1099,7 +1116,7 @@ impl Bench {
                     Ok((st, b)) => format!("HTTP {st}: {}", String::from_utf8_lossy(&b)),
                     Err(e) => e.to_string(),
                 };
-                self.note(format!("POST /sessions failed: {s}"));
+                self.fail(format!("POST /sessions failed: {s}"));
                 None
             }
         }
@@ -1110,7 +1127,7 @@ impl Bench {
         let want = view["servers"].as_array().map(Vec::len).unwrap_or(0);
         let got = count_connected(&view);
         if got < want {
-            self.note(format!("only {got} of {want} servers connected: {view}"));
+            self.fail(format!("only {got} of {want} servers connected: {view}"));
         }
         Some(id)
     }

@@ -1,0 +1,81 @@
+//! The benchmark's contract (README, "Benchmarks"): one quick run of the round trips measures
+//! every client side by side on the same servers (the floor at one call in flight, albedo's
+//! client, rmcp, the TypeScript SDK v2 client, the daemon's API), at 1, 16 and 256 calls in
+//! flight, and its `--json` output has one record per measurement with the figures the issue
+//! names, the ratios and the targets. A client that cannot run fails the run.
+
+mod common;
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn a_quick_round_trip_run_measures_every_client_and_writes_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_albedo-mcp-bench"))
+        .args(["--quick", "--only", "roundtrip", "--json"])
+        .arg(&json)
+        .env("ALBEDO_PEERS", common::peers())
+        .output()
+        .expect("the bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{}\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let records = doc["records"].as_array().unwrap();
+    let find = |scenario: &str, client: &str, c: u64| {
+        records
+            .iter()
+            .find(|r| r["scenario"] == scenario && r["client"] == client && r["concurrency"] == c)
+            .unwrap_or_else(|| panic!("no record for {scenario} {client} c={c}"))
+    };
+    for scenario in ["roundtrip_stdio", "roundtrip_http"] {
+        let rmcp = if scenario == "roundtrip_http" {
+            "rmcp-pooled"
+        } else {
+            "rmcp"
+        };
+        for c in [1, 16, 256] {
+            let mut clients = vec!["albedo", rmcp, "ts-sdk-v2", "albedo-daemon-api"];
+            if c == 1 {
+                clients.push("floor");
+            }
+            for client in clients {
+                let r = find(scenario, client, c);
+                assert!(r.get("failed").is_none(), "{r}");
+                assert!(r["calls_per_s"].as_f64().unwrap() > 0.0, "{r}");
+                for k in ["p50_us", "p99_us", "cpu_us_per_call"] {
+                    assert!(r[k].is_number(), "{k}: {r}");
+                }
+            }
+            let ratio = doc["ratios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| {
+                    x["scenario"] == scenario
+                        && x["concurrency"] == c
+                        && x.get("api_adds_p50_us").is_none()
+                })
+                .unwrap();
+            assert!(ratio["albedo_vs_rmcp_calls_per_s"].is_number(), "{ratio}");
+            assert!(ratio["albedo_vs_ts_calls_per_s"].is_number(), "{ratio}");
+        }
+        assert!(
+            doc["ratios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["scenario"] == scenario && x["api_adds_p50_us"].is_number()),
+            "what the API adds"
+        );
+    }
+    let targets = doc["targets"].as_array().unwrap();
+    assert!(targets.iter().all(|t| t["met"].is_boolean()));
+    assert!(targets
+        .iter()
+        .any(|t| t["target"].as_str().unwrap().contains("3x TS SDK")));
+}
