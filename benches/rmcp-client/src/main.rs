@@ -26,18 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-fn text_bytes(r: &rmcp::model::CallToolResult) -> u64 {
-    let v = serde_json::to_value(&r.content).unwrap_or(Value::Null);
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .map(|s| s.len() as u64)
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 struct Load {
     tool: String,
     arguments: serde_json::Map<String, Value>,
@@ -50,7 +38,9 @@ async fn one(peer: &Peer<RoleClient>, load: &Load) -> Result<u64, String> {
     if r.is_error == Some(true) {
         return Err("the tool answered isError".into());
     }
-    Ok(text_bytes(&r))
+    Ok(measure::text_bytes(
+        &serde_json::to_value(&r.content).unwrap_or(Value::Null),
+    ))
 }
 
 /// Run `concurrency` loops until `until` (or until `calls` calls are done).

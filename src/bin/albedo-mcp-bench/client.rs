@@ -15,18 +15,6 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-fn text_bytes(r: &Value) -> u64 {
-    r.get("content")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .map(|s| s.len() as u64)
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn run_level(
@@ -69,7 +57,7 @@ async fn run_level(
                 {
                     Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => {
                         lat.borrow_mut().push(measure::micros(t));
-                        bytes.set(bytes.get() + text_bytes(&r));
+                        bytes.set(bytes.get() + measure::text_bytes(&r["content"]));
                     }
                     other => {
                         if errors.get() == 0 {

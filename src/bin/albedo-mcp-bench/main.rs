@@ -949,14 +949,7 @@ impl Bench {
                 let paths: Vec<String> = (0..n)
                     .map(|i| format!("/sessions/{id}/tools/mcp__h{i}__echo/call"))
                     .collect();
-                let r = self.api_load(
-                    &d,
-                    &paths,
-                    self.sizes.scale_concurrency,
-                    self.sizes.scale_duration_ms,
-                );
-                let busy = procs::rss_kib(d.pid());
-                let mut rec = r.record("scale_http_connections", API, self.sizes.scale_concurrency);
+                let (mut rec, busy) = self.scale_load(&d, &paths, "scale_http_connections");
                 rec["connections"] = json!(connected);
                 rec["open_ms"] = json!(open_ms);
                 rec["daemon_base_rss_kib"] = json!(base);
@@ -1018,14 +1011,7 @@ impl Bench {
                     (0..k).map(move |i| format!("/sessions/{id}/tools/mcp__s{i}__echo/call"))
                 })
                 .collect();
-            let r = self.api_load(
-                &d,
-                &paths,
-                self.sizes.scale_concurrency,
-                self.sizes.scale_duration_ms,
-            );
-            let busy = procs::rss_kib(d.pid());
-            let mut rec = r.record("scale_stdio_sessions", API, self.sizes.scale_concurrency);
+            let (mut rec, busy) = self.scale_load(&d, &paths, "scale_stdio_sessions");
             rec["sessions"] = json!(ids.len());
             rec["servers_per_session"] = json!(k);
             rec["connections"] = json!(connected);
@@ -1158,6 +1144,14 @@ impl Bench {
             let mut c = httpc::Conn::new(&d.addr);
             c.request("DELETE", &format!("/sessions/{id}"), None).await
         });
+    }
+
+    /// The scale load over `paths`: its record, and the daemon's memory right after.
+    fn scale_load(&self, d: &Daemon, paths: &[String], scenario: &str) -> (Value, u64) {
+        let c = self.sizes.scale_concurrency;
+        let r = self.api_load(d, paths, c, self.sizes.scale_duration_ms);
+        let busy = procs::rss_kib(d.pid());
+        (r.record(scenario, API, c), busy)
     }
 
     /// Calls through the API: `concurrency` connections, round robin over `paths`, time-boxed

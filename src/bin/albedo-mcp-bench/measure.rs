@@ -32,6 +32,19 @@ pub fn micros(since: Instant) -> u32 {
     since.elapsed().as_micros().min(u32::MAX as u128) as u32
 }
 
+/// The bytes of text in a tool result's `content` array.
+pub fn text_bytes(content: &Value) -> u64 {
+    content
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.get("text").and_then(Value::as_str))
+                .map(|s| s.len() as u64)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// What one run of a level gives: latencies (µs, any order), result bytes, errors.
 pub type LevelRun = (Vec<u32>, u64, u64);
 
