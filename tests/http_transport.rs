@@ -85,6 +85,19 @@ fn requests(peer: &Peer) -> Vec<Value> {
     common::logged(&peer.file("log.jsonl"))
 }
 
+/// The next call finds the session ended by the server with `status`: not sent, and the
+/// client is closed.
+async fn the_session_is_over(c: &Conn, status: u16) {
+    let e = call(&c.client, "echo", json!({"message": "x"}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, RpcError::NotSent(TransportError::SessionExpired(s)) if s == status),
+        "{e:?}"
+    );
+    assert!(c.client.is_closed());
+}
+
 struct Conn {
     client: McpClient,
     transport: Arc<HttpTransport>,
@@ -240,14 +253,7 @@ async fn everything_session_deleted_elsewhere_ends_the_client_and_the_next_redia
     assert_eq!(status, 200);
 
     // server-everything answers 400 -32000 "No valid session ID": the session is over.
-    let e = call(&c.client, "echo", json!({"message": "x"}))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(e, RpcError::NotSent(TransportError::SessionExpired(400))),
-        "{e:?}"
-    );
-    assert!(c.client.is_closed());
+    the_session_is_over(&c, 400).await;
     assert!(matches!(
         call(&c.client, "echo", json!({"message": "x"})).await,
         Err(RpcError::NotSent(_))
@@ -379,14 +385,7 @@ async fn python_mcp_legacy_server_requests_on_the_call_stream_and_404() {
     // The server forgets the session: 404 ends the client.
     let (status, _) = raw(awc::http::Method::DELETE, &peer.url, &session, None).await;
     assert!((200..300).contains(&status), "{status}");
-    let e = call(&c.client, "echo", json!({"message": "x"}))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(e, RpcError::NotSent(TransportError::SessionExpired(404))),
-        "{e:?}"
-    );
-    assert!(c.client.is_closed());
+    the_session_is_over(&c, 404).await;
 }
 
 #[actix_rt::test]

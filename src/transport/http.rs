@@ -2073,23 +2073,31 @@ mod tests {
         assert!(e.maybe_delivered(), "{e:?}");
     }
 
-    #[actix_rt::test]
-    async fn session_404_ends_the_transport() {
-        let handler = session_server(|r, _| {
-            (r.rpc_method() == "tools/list").then(|| status_reply(404, "Session not found"))
-        });
+    /// A session is open; the server answers its next request with `reply`: that request is
+    /// lost as `SessionExpired(status)` and the transport closes with the same error.
+    async fn the_server_ends_the_session(
+        reply: impl Fn() -> Reply + Send + Sync + 'static,
+        status: u16,
+    ) -> Arc<HttpTransport> {
+        let handler = session_server(move |r, _| (r.rpc_method() == "tools/list").then(&reply));
         let (url, _) = serve(handler).await;
         let (t, mut rx) = start(&url, fast(), vec![]);
         open_session(&t, &mut rx).await;
         request(&t, 2, "tools/list");
         assert!(matches!(
             expect_lost(next(&mut rx).await, 2),
-            TransportError::SessionExpired(404)
+            TransportError::SessionExpired(s) if s == status
         ));
         assert!(matches!(
             next(&mut rx).await,
-            Inbound::Closed(TransportError::SessionExpired(404))
+            Inbound::Closed(TransportError::SessionExpired(s)) if s == status
         ));
+        t
+    }
+
+    #[actix_rt::test]
+    async fn session_404_ends_the_transport() {
+        let t = the_server_ends_the_session(|| status_reply(404, "Session not found"), 404).await;
         let e = t
             .send(Outbound {
                 kind: OutKind::Notification { method: "x".into() },
@@ -2104,23 +2112,16 @@ mod tests {
     #[actix_rt::test]
     async fn session_400_no_valid_session_ends_the_transport() {
         // server-everything's answer to an unknown session.
-        let handler = session_server(|r, _| {
-            (r.rpc_method() == "tools/list").then(|| {
+        the_server_ends_the_session(
+            || {
                 json_reply(
                     400,
                     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}),
                 )
-            })
-        });
-        let (url, _) = serve(handler).await;
-        let (t, mut rx) = start(&url, fast(), vec![]);
-        open_session(&t, &mut rx).await;
-        request(&t, 2, "tools/list");
-        assert!(matches!(
-            expect_lost(next(&mut rx).await, 2),
-            TransportError::SessionExpired(400)
-        ));
-        assert!(matches!(next(&mut rx).await, Inbound::Closed(_)));
+            },
+            400,
+        )
+        .await;
     }
 
     #[actix_rt::test]
