@@ -1170,20 +1170,8 @@ impl Bench {
                 .collect();
             let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
             load(&mut conns, paths, body, warmup, None).await;
-            let cpu0 = procs::cpu_us_of(d.pid());
-            let t = Instant::now();
             let until = Instant::now() + Duration::from_millis(duration_ms);
-            let (mut lat, bytes, errors) = load(&mut conns, paths, body, until, None).await;
-            let elapsed_s = t.elapsed().as_secs_f64();
-            let cpu = procs::cpu_us_of(d.pid()) - cpu0;
-            lat.sort_unstable();
-            LoadResult {
-                lat,
-                bytes,
-                errors,
-                elapsed_s,
-                cpu_us: cpu,
-            }
+            measured(d, &mut conns, paths, body, until, None).await
         })
     }
 
@@ -1191,21 +1179,8 @@ impl Bench {
     fn api_count(&self, d: &Daemon, path: &str, body: &[u8], calls: u64) -> LoadResult {
         self.rt.block_on(async {
             let mut conns = vec![httpc::Conn::new(&d.addr)];
-            let cpu0 = procs::cpu_us_of(d.pid());
-            let t = Instant::now();
             let far = Instant::now() + Duration::from_secs(3600);
-            let (mut lat, bytes, errors) =
-                load(&mut conns, &[path.to_owned()], body, far, Some(calls)).await;
-            let elapsed_s = t.elapsed().as_secs_f64();
-            let cpu = procs::cpu_us_of(d.pid()) - cpu0;
-            lat.sort_unstable();
-            LoadResult {
-                lat,
-                bytes,
-                errors,
-                elapsed_s,
-                cpu_us: cpu,
-            }
+            measured(d, &mut conns, &[path.to_owned()], body, far, Some(calls)).await
         })
     }
 
@@ -1452,6 +1427,29 @@ impl LoadResult {
 }
 
 /// Calls on every connection in `conns` until `until` (or `calls` in all).
+/// `load`, with the daemon's CPU time and the wall time it took.
+async fn measured(
+    d: &Daemon,
+    conns: &mut [httpc::Conn],
+    paths: &[String],
+    body: &[u8],
+    until: Instant,
+    calls: Option<u64>,
+) -> LoadResult {
+    let cpu0 = procs::cpu_us_of(d.pid());
+    let t = Instant::now();
+    let (mut lat, bytes, errors) = load(conns, paths, body, until, calls).await;
+    let elapsed_s = t.elapsed().as_secs_f64();
+    lat.sort_unstable();
+    LoadResult {
+        lat,
+        bytes,
+        errors,
+        elapsed_s,
+        cpu_us: procs::cpu_us_of(d.pid()) - cpu0,
+    }
+}
+
 async fn load(
     conns: &mut [httpc::Conn],
     paths: &[String],
