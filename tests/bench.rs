@@ -1,19 +1,21 @@
-//! The benchmark's contract (README, "Benchmarks"): one quick run of the round trips measures
-//! every client side by side on the same servers (the floor at one call in flight, albedo's
-//! client, rmcp, the TypeScript SDK v2 client, the daemon's API), at 1, 16 and 256 calls in
-//! flight, and its `--json` output has one record per measurement with the figures the issue
-//! names, the ratios and the targets. A client that cannot run fails the run.
+//! The benchmark's contract (README, "Benchmarks"), in its quick mode (tiny sizes, a debug
+//! build: figures mean nothing here, their presence does): one run measures every client side
+//! by side on the same servers (the floor at one call in flight, albedo's client, rmcp, the
+//! TypeScript SDK v2 client, the daemon's API) at 1, 16 and 256 calls in flight, the real
+//! servers, session open, large results and scale, and its `--json` output has one record
+//! per measurement with the figures the issue names, the ratios and the targets. A client or
+//! step that cannot run fails the run. This is the run that keeps the bench from rotting.
 
 mod common;
 use serde_json::Value;
 use std::process::Command;
 
 #[test]
-fn a_quick_round_trip_run_measures_every_client_and_writes_the_records() {
+fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
     let out = Command::new(env!("CARGO_BIN_EXE_albedo-mcp-bench"))
-        .args(["--quick", "--only", "roundtrip", "--json"])
+        .args(["--quick", "--json"])
         .arg(&json)
         .env("ALBEDO_PEERS", common::peers())
         .output()
@@ -73,6 +75,42 @@ fn a_quick_round_trip_run_measures_every_client_and_writes_the_records() {
             "what the API adds"
         );
     }
+    // Real servers: every client against Python mcp and server-everything.
+    for scenario in ["real_python_stdio", "real_everything_stdio"] {
+        for client in ["albedo", "rmcp", "ts-sdk-v2"] {
+            let r = find(scenario, client, 1);
+            assert!(r["calls_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let one = |scenario: &str| {
+        records
+            .iter()
+            .find(|r| r["scenario"] == scenario && r["client"] == "albedo-daemon-api")
+            .unwrap_or_else(|| panic!("no record for {scenario}"))
+    };
+    let number = |r: &Value, k: &str| {
+        assert!(r[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {r}");
+    };
+    // Session open, warm and cold.
+    number(one("session_open_warm"), "open_ms_p50");
+    number(one("session_open_cold"), "over_slowest_ms_max");
+    // Large results: throughput and the daemon's peak memory, over stdio, JSON and SSE.
+    for s in ["large_stdio", "large_http_json", "large_http_sse"] {
+        number(one(s), "mb_per_s");
+        number(one(s), "daemon_peak_over_base_x_message");
+        for client in ["albedo", "rmcp", "ts-sdk-v2"] {
+            number(find(s, client, 1), "mb_per_s");
+        }
+    }
+    // Scale: memory per idle HTTP connection and per stdio session, calls with all live.
+    number(
+        one("scale_http_connections"),
+        "daemon_kib_per_idle_connection",
+    );
+    number(one("scale_http_connections"), "calls_per_s");
+    number(one("scale_stdio_sessions"), "daemon_kib_per_session");
+    number(one("scale_stdio_sessions"), "calls_per_s");
+    assert!(records.iter().all(|r| r.get("failed").is_none()));
     let targets = doc["targets"].as_array().unwrap();
     assert!(targets.iter().all(|t| t["met"].is_boolean()));
     assert!(targets

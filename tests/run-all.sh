@@ -6,11 +6,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=peers/env.sh
 source tests/peers/env.sh
 bash tests/peers/install.sh   # idempotent; well under a second when everything is in place
+# Includes tests/bench.rs: the benchmark in its quick mode (tiny sizes, about 30 s, plus a first
+# debug build of its rmcp client, about 70 s), run so that it cannot rot, not for figures
+# (README, "Benchmarks"). A debug build: the release build of the crate and of rmcp would add
+# about 10 minutes.
 cargo test --all-targets 2>&1
-# The benchmark in its quick mode (tiny sizes, about 30 s, plus a first debug build of its rmcp
-# client, about 70 s): run so that it cannot rot, not for figures (README, "Benchmarks").
-# A debug build: the release build of the crate and of rmcp would add about 10 minutes.
-cargo run --bin albedo-mcp-bench -- --quick 2>&1
 if [ -n "${ALBEDO_TEST_POSTGRES_URL:-}" ]; then
   # The same catalogue store on PostgreSQL (a build with libpq), and two daemons sharing it.
   cargo test --features postgres --lib store::catalogue 2>&1
