@@ -298,6 +298,27 @@ async fn python_mcp_speaks_the_modern_era_over_http() {
     assert_eq!(c.transport.listen_state(), ListenState::NotOpened);
 }
 
+/// uvicorn (under Python `mcp`) sends a response's head and body in two writes with Nagle's
+/// algorithm on, so over a reused connection the body waits for our delayed ACK. The transport
+/// notices the stall and acknowledges that server promptly from then on (`transport::tcp`);
+/// without it every call waited about 40 ms.
+#[actix_rt::test]
+async fn a_python_mcp_server_that_stalls_for_our_ack_gets_prompt_acks() {
+    let peer = py_mcp();
+    let c = connect(&peer.url);
+    handshake::handshake(&c.client, T).await.expect("handshake");
+    for i in 0..40 {
+        let r = call(&c.client, "echo", json!({"message": format!("m{i}")}))
+            .await
+            .unwrap();
+        assert_eq!(text_of(&r), format!("m{i}"));
+        if c.transport.stats().prompt_acks.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+    panic!("40 calls over one connection and no stall was seen");
+}
+
 #[actix_rt::test]
 async fn everything_asks_roots_list_on_the_get_stream_and_gets_method_not_found() {
     // server-everything asks `roots/list` ~350 ms after `notifications/initialized`, on the

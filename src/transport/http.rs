@@ -130,6 +130,9 @@ pub struct HttpStats {
     pub oversized: AtomicU64,
     pub malformed: AtomicU64,
     pub listen_opens: AtomicU64,
+    /// The server was seen to stall a response for our ACK; its reads now acknowledge
+    /// promptly (see `tcp`).
+    pub prompt_acks: Arc<AtomicBool>,
 }
 
 /// Where the listening GET stream stands.
@@ -307,8 +310,11 @@ impl HttpTransport {
                 }
             }
         }
+        let stats = HttpStats::default();
         let connector = awc::Connector::new()
-            .connector(super::tcp::PromptAckConnector::default())
+            .connector(super::tcp::PromptAckConnector::new(
+                stats.prompt_acks.clone(),
+            ))
             .rustls_0_23(spec.tls.clone())
             .timeout(opts.connect_timeout)
             .handshake_timeout(opts.connect_timeout)
@@ -324,7 +330,7 @@ impl HttpTransport {
             closed_reason: Mutex::new(None),
             session: Mutex::new(None),
             listen: Mutex::new(ListenState::NotOpened),
-            stats: HttpStats::default(),
+            stats,
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let (done_tx, done) = watch::channel(false);

@@ -29,7 +29,8 @@ use futures_util::future::LocalBoxFuture;
 use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -43,8 +44,8 @@ const STALL: Duration = Duration::from_millis(30);
 #[derive(Debug)]
 pub struct PromptAck {
     stream: TcpStream,
-    /// Shared by every connection to the same server.
-    stalls: Rc<Cell<bool>>,
+    /// Shared by every connection to the same server (and shown in its transport's stats).
+    stalls: Arc<AtomicBool>,
     /// Data came in since our last write: a response has begun.
     read_since_write: Cell<bool>,
     /// When a read of a begun response started to wait.
@@ -52,7 +53,7 @@ pub struct PromptAck {
 }
 
 impl PromptAck {
-    fn new(stream: TcpStream, stalls: Rc<Cell<bool>>) -> PromptAck {
+    fn new(stream: TcpStream, stalls: Arc<AtomicBool>) -> PromptAck {
         PromptAck {
             stream,
             stalls,
@@ -67,7 +68,7 @@ impl PromptAck {
             // For the first byte of a response: the server is not waiting for us.
             return;
         }
-        if self.stalls.get() {
+        if self.stalls.load(Ordering::Relaxed) {
             self.read_since_write.set(false);
             self.ack_now();
         } else if self.waiting_since.get().is_none() {
@@ -79,12 +80,12 @@ impl PromptAck {
     fn read_some(&self) {
         self.read_since_write.set(true);
         if let Some(t) = self.waiting_since.take() {
-            if !self.stalls.get() && t.elapsed() >= STALL {
+            if !self.stalls.load(Ordering::Relaxed) && t.elapsed() >= STALL {
                 tracing::debug!(
                     waited_ms = t.elapsed().as_millis() as u64,
                     "a response stalled mid-way; this server gets prompt ACKs from now on"
                 );
-                self.stalls.set(true);
+                self.stalls.store(true, Ordering::Relaxed);
             }
         }
     }
@@ -182,7 +183,17 @@ impl ActixStream for PromptAck {
 #[derive(Clone, Default)]
 pub struct PromptAckConnector {
     connect: ConnectorService,
-    stalls: Rc<Cell<bool>>,
+    stalls: Arc<AtomicBool>,
+}
+
+impl PromptAckConnector {
+    /// A connector that records in `stalls` whether its server was seen to stall.
+    pub fn new(stalls: Arc<AtomicBool>) -> PromptAckConnector {
+        PromptAckConnector {
+            connect: ConnectorService::default(),
+            stalls,
+        }
+    }
 }
 
 impl<R: actix_tls::connect::Host + 'static> Service<ConnectInfo<R>> for PromptAckConnector {
@@ -274,13 +285,13 @@ mod tests {
         tokio::time::advance(Duration::from_millis(10)).await;
         send(b"Content-Length: 0\r\n");
         assert!(read_when_there(&mut stream).await > 0);
-        assert!(!connector.stalls.get());
+        assert!(!connector.stalls.load(Ordering::Relaxed));
         // The rest waits 40 ms: the server is marked.
         assert!(read(&mut stream).is_pending());
         tokio::time::advance(Duration::from_millis(40)).await;
         send(b"\r\n");
         assert!(read_when_there(&mut stream).await > 0);
-        assert!(connector.stalls.get());
+        assert!(connector.stalls.load(Ordering::Relaxed));
         // From now on a wait mid-response re-arms quick ACKs, once per piece.
         delayed(&stream);
         assert!(read(&mut stream).is_pending());
