@@ -18,6 +18,18 @@ fn ts_v2_stdio() -> Value {
 }
 
 /// An HTTP peer on a free port: `program args... --port 0 --port-file F`.
+/// The TypeScript SDK v2 test server over HTTP, with `extra` arguments.
+fn ts_v2_http(extra: &[String]) -> HttpPeer {
+    let mut args = vec![
+        server_script("ts_v2_server.mjs"),
+        node_modules(),
+        "--transport".into(),
+        "http".into(),
+    ];
+    args.extend_from_slice(extra);
+    start_peer("node", &args)
+}
+
 fn start_peer(program: &str, args: &[String]) -> HttpPeer {
     let mut a = args.to_vec();
     a.extend(["--port".into(), "0".into()]);
@@ -39,15 +51,7 @@ fn session_view(d: &Daemon, id: &str) -> Value {
 
 #[test]
 fn eras_are_detected_on_both_transports() {
-    let ts = start_peer(
-        "node",
-        &[
-            server_script("ts_v2_server.mjs"),
-            node_modules(),
-            "--transport".into(),
-            "http".into(),
-        ],
-    );
+    let ts = ts_v2_http(&[]);
     let py = start_peer(
         &venv_python(),
         &[
@@ -136,15 +140,7 @@ fn eras_are_detected_on_both_transports() {
 
 #[test]
 fn a_tool_added_at_run_time_reaches_the_session_through_subscriptions_listen() {
-    let ts = start_peer(
-        "node",
-        &[
-            server_script("ts_v2_server.mjs"),
-            node_modules(),
-            "--transport".into(),
-            "http".into(),
-        ],
-    );
+    let ts = ts_v2_http(&[]);
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "ts": ts_v2_stdio(),
         "tsh": {"type": "http", "url": ts.url}}}}));
@@ -293,17 +289,7 @@ fn the_probe_corner_cases() {
 fn a_timed_out_modern_call_is_cancelled_and_the_server_sees_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = |name: &str| dir.path().join(name).display().to_string();
-    let ts = start_peer(
-        "node",
-        &[
-            server_script("ts_v2_server.mjs"),
-            node_modules(),
-            "--transport".into(),
-            "http".into(),
-            "--cancel-log".into(),
-            log("http.log"),
-        ],
-    );
+    let ts = ts_v2_http(&["--cancel-log".into(), log("http.log")]);
     let stdio_args = json!([
         server_script("ts_v2_server.mjs"),
         node_modules(),
