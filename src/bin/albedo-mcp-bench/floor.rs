@@ -1,8 +1,9 @@
 //! The floor (`albedo-mcp-bench __floor-client '<job JSON>'`): the same tool calls, one at a
-//! time, by a blocking loop with no MCP library and no runtime: one `write` of a request
-//! prepared in advance, then blocking reads until its answer. For stdio, the server is spawned
-//! directly (albedo's launcher does not copy the pipes, so the path is the same); for HTTP, one
-//! keep-alive TCP connection with `TCP_NODELAY`.
+//! time, by a blocking loop with no MCP library and no runtime: one `write` of a request (the
+//! same bytes every time but its id, in a reused buffer), then blocking reads until its
+//! answer. For stdio, the server is spawned directly (albedo's launcher does not copy the
+//! pipes, so the path is the same); for HTTP, one keep-alive TCP connection with `TCP_NODELAY`
+//! and its own blocking HTTP/1.1 reader (the bench's `httpc` is async: it needs a runtime).
 //!
 //! What it measures is what this machine needs for one round trip with no client at all (two
 //! process wake-ups for stdio), so that a ratio at one call in flight can be read against the
