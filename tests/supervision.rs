@@ -1,69 +1,283 @@
-//! Supervision: a Connection actor that panics is restarted by its supervisor (the Registry
-//! started it under `actix::Supervisor`) and serves the next call, dialling again.
+//! Supervision: a Connection actor that panics anywhere (a handler, its event stream, a
+//! future it spawned), with the panic NOT caught by the handler, is restarted by the
+//! Registry with a fresh link behind the same handle, serves the next call by dialling a new
+//! server process, counts the restart, and is marked failed when it panics again and again.
+//! A connection closed for good is never brought back.
 
 mod common;
 use actix::prelude::*;
 use albedo_mcp::actors::connection::{
-    Call, CallTarget, ConnContext, Discover, GetStatus, InjectPanic,
+    ArmPanic, CallError, CallTarget, ConnContext, PanicPoint, RestartPolicy,
 };
-use albedo_mcp::actors::registry::{Registry, StartConnection};
+use albedo_mcp::actors::handle::ConnHandle;
+use albedo_mcp::actors::registry::{Count, Registry, StartConnection};
 use albedo_mcp::store::settings::{parse_mcp, resolve, Credentials};
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[actix_rt::test]
-async fn a_panicking_connection_actor_is_restarted_and_serves_the_next_call() {
-    let pidfile = tempfile::NamedTempFile::new().unwrap();
+fn echo(msg: &str) -> CallTarget {
+    CallTarget::Tool {
+        name: "echo".into(),
+        arguments: json!({"message": msg}),
+    }
+}
+
+fn ctx() -> ConnContext {
+    ConnContext::new(launcher().into(), None)
+}
+
+/// A supervised connection to the `exits_mid_call` fixture, which writes its pid.
+async fn start(registry: &Addr<Registry>, pidfile: &Path, ctx: ConnContext) -> ConnHandle {
     let section = json!({"servers": {"fx": fixture_server(
         "exits_mid_call.py",
-        &["--pidfile", pidfile.path().to_str().unwrap()],
+        &["--pidfile", pidfile.to_str().unwrap()],
     )}});
     let settings = parse_mcp(Some(&section)).unwrap();
     let env = |k: &str| std::env::var(k).ok();
     let server = Arc::new(resolve(&settings.servers[0], &env, &Credentials::default()).unwrap());
-    let registry = Registry::new(1).start();
-    let ctx = ConnContext {
-        launcher: launcher().into(),
-        http: None,
-    };
-    let conn = registry
+    registry
         .send(StartConnection { server, ctx })
         .await
-        .unwrap();
-    let cat = conn.send(Discover).await.unwrap().expect("discovered");
-    assert!(cat.tools.iter().any(|t| t["name"] == "echo"));
-    let echo = || {
-        Call(CallTarget::Tool {
-            name: "echo".into(),
-            arguments: json!({"message": "hi"}),
-        })
-    };
-    conn.send(echo()).await.unwrap().expect("first call");
-    let first_pid = read_pid(pidfile.path()).expect("pid");
-
-    // Crash the actor in a handler.
-    conn.send(InjectPanic).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-
-    // The same address serves the next call: the supervisor restarted the actor.
-    let r = conn
-        .send(echo())
-        .await
         .unwrap()
-        .expect("call after restart");
-    assert_eq!(r["content"][0]["text"], "hi", "{r}");
-    let st = conn.send(GetStatus).await.unwrap();
-    assert_eq!(st.restarts, 1);
-    // The restart dropped the old client and dialled a new server process.
-    let second_pid = read_pid(pidfile.path()).expect("pid");
-    assert_ne!(first_pid, second_pid);
-    assert!(wait_until(Duration::from_secs(6), || !alive(first_pid)));
 }
 
-/// Mid-session: the session's composition keeps the same connection address across the
-/// restart, so the session keeps working and its view counts the restart.
+/// Poll `f` (async-friendly) until it holds or `limit` passes.
+async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f()
+}
+
+async fn live(registry: &Addr<Registry>) -> usize {
+    registry.send(Count).await.unwrap().0
+}
+
+async fn text(conn: &ConnHandle, msg: &str) -> Result<Value, CallError> {
+    conn.call(echo(msg)).await
+}
+
+/// Arm `point`, trigger it with `trigger`, and check the connection came back: same handle,
+/// a new server process, one more restart.
+async fn panics_and_recovers(point: PanicPoint) {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let conn = start(&registry, pidfile.path(), ctx()).await;
+    let r = text(&conn, "one").await.expect("first call");
+    assert_eq!(r["content"][0]["text"], "one");
+    let first_pid = read_pid(pidfile.path()).expect("pid");
+    let before = conn.restarts();
+
+    let _ = conn.send(ArmPanic(point)).await;
+    match point {
+        PanicPoint::Call => {
+            // The call that panicked was received: its outcome is unknown, never not_run.
+            let e = text(&conn, "boom").await.expect_err("the call panicked");
+            assert_eq!(e.outcome(), "unknown", "{e}");
+        }
+        PanicPoint::Watch => {
+            conn.watch(Sink::start_default().recipient(), None, false);
+        }
+        PanicPoint::Status => {
+            let _ = conn.status().await;
+        }
+        PanicPoint::Discovery => {
+            // A background check (a future the actor spawned) completes and panics.
+            conn.watch(Sink::start_default().recipient(), None, true);
+        }
+        _ => {}
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || conn.restarts() == before + 1).await,
+        "{point:?}: the connection was not restarted"
+    );
+    // The same handle serves the next call with a fresh link: a new server process.
+    let r = text(&conn, "two").await.expect("call after restart");
+    assert_eq!(r["content"][0]["text"], "two", "{point:?}");
+    let second_pid = read_pid(pidfile.path()).expect("pid");
+    assert_ne!(first_pid, second_pid, "{point:?}: the link was not fresh");
+    assert!(
+        eventually(Duration::from_secs(8), || !alive(first_pid)).await,
+        "{point:?}: the old server process outlived the panicked actor"
+    );
+    let st = conn.status().await;
+    assert_eq!(st.restarts, before + 1, "{point:?}");
+    drop(conn);
+    assert!(
+        eventually(Duration::from_secs(8), || !alive(second_pid)).await,
+        "{point:?}: dropping the last handle left the server running"
+    );
+}
+
+#[derive(Default)]
+struct Sink;
+impl Actor for Sink {
+    type Context = Context<Self>;
+}
+impl Handler<albedo_mcp::actors::connection::CatalogueChanged> for Sink {
+    type Result = ();
+    fn handle(
+        &mut self,
+        _: albedo_mcp::actors::connection::CatalogueChanged,
+        _: &mut Self::Context,
+    ) {
+    }
+}
+
+#[actix_rt::test]
+async fn a_panic_in_a_handler_restarts_the_connection() {
+    panics_and_recovers(PanicPoint::Handler).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_in_a_call_restarts_the_connection_and_the_call_is_unknown() {
+    panics_and_recovers(PanicPoint::Call).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_in_watch_restarts_the_connection() {
+    panics_and_recovers(PanicPoint::Watch).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_in_get_status_restarts_the_connection() {
+    panics_and_recovers(PanicPoint::Status).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_in_the_event_stream_restarts_the_connection() {
+    panics_and_recovers(PanicPoint::Event).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_in_a_spawned_future_restarts_the_connection() {
+    panics_and_recovers(PanicPoint::Spawned).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_when_a_background_discovery_completes_restarts_the_connection() {
+    panics_and_recovers(PanicPoint::Discovery).await;
+}
+
+#[actix_rt::test]
+async fn a_connection_that_panics_again_and_again_is_backed_off_then_failed() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let mut c = ctx();
+    c.restart = RestartPolicy {
+        base: Duration::from_millis(5),
+        max: Duration::from_millis(20),
+        give_up: 3,
+        healthy: Duration::from_secs(3600),
+    };
+    let conn = start(&registry, pidfile.path(), c).await;
+    for n in 1..=3u32 {
+        let _ = conn.send(ArmPanic(PanicPoint::Handler)).await;
+        assert!(
+            eventually(Duration::from_secs(5), || conn.restarts() == n).await,
+            "restart {n}"
+        );
+    }
+    // The fourth panic in a row is one too many: failed, not restarted.
+    let _ = conn.send(ArmPanic(PanicPoint::Handler)).await;
+    assert!(eventually(Duration::from_secs(5), || conn.restarts() == 4).await);
+    let e = text(&conn, "x").await.expect_err("failed");
+    assert_eq!(e.outcome(), "not_run", "{e}");
+    assert!(e.to_string().contains("panicked 4 times"), "{e}");
+    let st = conn.status().await;
+    assert_eq!(
+        serde_json::to_value(&st.state).unwrap(),
+        "failed",
+        "{:?}",
+        st.last_error
+    );
+    // Its loop ended: nothing is left running for it.
+    let mut n = usize::MAX;
+    for _ in 0..100 {
+        n = live(&registry).await;
+        if n == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(n, 0);
+    // The backoff delays themselves: none for the first panic, then doubling to the cap.
+    let p = RestartPolicy {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(5),
+        give_up: 5,
+        healthy: Duration::from_secs(60),
+    };
+    let ms: Vec<u128> = (1..=9).map(|s| p.delay(s).as_millis()).collect();
+    assert_eq!(ms, [0, 100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+}
+
+#[actix_rt::test]
+async fn close_is_final_even_with_a_call_in_flight() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let conn = start(&registry, pidfile.path(), ctx()).await;
+    text(&conn, "one").await.expect("first call");
+    let pid = read_pid(pidfile.path()).expect("pid");
+    // A holder of the handle (an in-flight call's snapshot) keeps it after the close.
+    let holder = conn.clone();
+    conn.close();
+    assert!(
+        eventually(Duration::from_secs(8), || !alive(pid)).await,
+        "the server outlived the close"
+    );
+    std::fs::write(pidfile.path(), "").unwrap();
+    let e = text(&holder, "late").await.expect_err("closed");
+    assert_eq!(e.outcome(), "not_run", "{e}");
+    // No new server process was dialled under the old configuration.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        read_pid(pidfile.path()),
+        None,
+        "a closed connection dialled again"
+    );
+    assert_eq!(holder.restarts(), 0);
+    // The actor ends when its last handle goes.
+    drop(conn);
+    drop(holder);
+    let mut n = usize::MAX;
+    for _ in 0..250 {
+        n = live(&registry).await;
+        if n == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(n, 0, "the closed connection's actor is still running");
+}
+
+#[actix_rt::test]
+async fn a_panic_while_closing_does_not_bring_the_connection_back() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let conn = start(&registry, pidfile.path(), ctx()).await;
+    text(&conn, "one").await.expect("first call");
+    let pid = read_pid(pidfile.path()).expect("pid");
+    let _ = conn.send(ArmPanic(PanicPoint::Close)).await;
+    let holder = conn.clone();
+    conn.close();
+    assert!(eventually(Duration::from_secs(8), || !alive(pid)).await);
+    let e = text(&holder, "late").await.expect_err("closed");
+    assert_eq!(e.outcome(), "not_run", "{e}");
+    assert!(eventually(Duration::from_secs(5), || holder.restarts() == 1).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(text(&holder, "later").await.is_err());
+}
+
+/// Mid-session: the session's snapshot keeps the same handle across the restart, so the
+/// session keeps working and its view counts the restart.
 #[actix_rt::test]
 async fn a_session_keeps_working_after_its_connection_actor_panics() {
     use albedo_mcp::actors::composition::{Composition, GetView, Reload};
@@ -73,32 +287,18 @@ async fn a_session_keeps_working_after_its_connection_actor_panics() {
         "fx": fixture_server("exits_mid_call.py", &[])}}});
     std::fs::write(home.path().join("extensions.json"), ext.to_string()).unwrap();
     let registry = Registry::new(1).start();
-    let runtime = Runtime {
-        home: home.path().to_path_buf(),
-        registry,
-        ctx: ConnContext {
-            launcher: launcher().into(),
-            http: None,
-        },
-        store: None,
-    }
-    .start();
+    let runtime = Runtime::new(home.path().to_path_buf(), registry, ctx(), None).start();
     let (comp, shared, _events) = Composition::new("t".into(), runtime, None, true);
     let comp = comp.start();
     assert_eq!(comp.send(Reload::default()).await.unwrap(), Ok(1));
     let conn = shared.load().conns.get("fx").cloned().unwrap();
-    let call = || {
-        Call(CallTarget::Tool {
-            name: "echo".into(),
-            arguments: json!({"message": "mid"}),
-        })
-    };
-    conn.send(call()).await.unwrap().expect("before");
-    conn.send(InjectPanic).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    // The same snapshot, the same address: the call goes through after the restart.
+    conn.call(echo("before")).await.expect("before");
+    let _ = conn.send(ArmPanic(PanicPoint::Status)).await;
+    // The session's own view trips the panic (GetStatus).
+    let _ = comp.send(GetView).await.unwrap();
+    assert!(eventually(Duration::from_secs(5), || conn.restarts() == 1).await);
     let conn = shared.load().conns.get("fx").cloned().unwrap();
-    let r = conn.send(call()).await.unwrap().expect("after");
+    let r = conn.call(echo("mid")).await.expect("after");
     assert_eq!(r["content"][0]["text"], "mid");
     let view = comp.send(GetView).await.unwrap();
     assert_eq!(view.servers[0].restarts, 1);

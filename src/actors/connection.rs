@@ -2,8 +2,15 @@
 //! the transport (through [`crate::client::McpClient`]), dials on demand with one dial in
 //! flight at a time, discovers the catalogue, follows list_changed in the background (one
 //! discovery at a time, once more if a change came meanwhile), and never retries a tool call.
-//! It runs under the Registry's `Supervisor`: a panic in a handler stops it and the
-//! supervisor restarts it with a fresh link, so the next call dials again.
+//!
+//! It runs under the Registry's supervision loop (`registry.rs`): a panic anywhere in it (a
+//! handler, the event stream, a future it spawned) ends this instance, and the registry
+//! starts a fresh one with a fresh link behind the same [`super::handle::ConnHandle`].
+//! What must survive a restart (the owner to tell, the catalogue it advertises, the restart
+//! count, whether it was closed) lives in [`ConnShared`], never in the actor.
+//!
+//! Owns: one server's client and its link state. Must not touch: the API, the store, other
+//! connections.
 
 use crate::client::discovery::{self, check_complete};
 use crate::client::handshake::{self, HandshakeError, ServerHello};
@@ -16,14 +23,14 @@ use crate::store::settings::{ResolvedServer, ResolvedTransport};
 use crate::transport::stdio::{StdioSpec, StdioTransport};
 use crate::transport::{SharedTransport, TransportError, TransportKind};
 use actix::prelude::*;
-use futures_util::FutureExt;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -32,6 +39,81 @@ use tokio::sync::mpsc;
 pub struct ConnContext {
     pub launcher: PathBuf,
     pub http: Option<Arc<dyn HttpOpener>>,
+    /// The daemon-wide bound on dials and discoveries running at once.
+    pub dials: DialLimit,
+    /// How the registry restarts a connection that panicked.
+    pub restart: RestartPolicy,
+}
+
+impl ConnContext {
+    /// A context with the default limits (tests and tools).
+    pub fn new(launcher: PathBuf, http: Option<Arc<dyn HttpOpener>>) -> ConnContext {
+        ConnContext {
+            launcher,
+            http,
+            dials: DialLimit::new(DEFAULT_CONCURRENT_DIALS),
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// Default of `max_concurrent_dials`: dials (spawn + handshake) and discoveries running at
+/// once across the whole daemon.
+pub const DEFAULT_CONCURRENT_DIALS: usize = 16;
+
+/// A daemon-wide limit on concurrent dials and discoveries, so that 200 sessions opening
+/// together (or a reload of all of them) do not start hundreds of processes in one instant.
+#[derive(Clone)]
+pub struct DialLimit(Arc<tokio::sync::Semaphore>);
+
+impl DialLimit {
+    pub fn new(n: usize) -> DialLimit {
+        DialLimit(Arc::new(tokio::sync::Semaphore::new(n.max(1))))
+    }
+
+    async fn acquire(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.0.acquire().await.ok()
+    }
+
+    /// Permits free right now (tests).
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
+/// Restarts after panics: the first at once, then after a delay that doubles from `base`
+/// up to `max`; after `give_up` panics in a row the connection is marked failed. A run of
+/// `healthy` without a panic ends the row.
+#[derive(Clone, Debug)]
+pub struct RestartPolicy {
+    pub base: Duration,
+    pub max: Duration,
+    pub give_up: u32,
+    pub healthy: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+            give_up: 5,
+            healthy: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before restart number `streak` of a row (1 = the first panic).
+    pub fn delay(&self, streak: u32) -> Duration {
+        if streak <= 1 {
+            return Duration::ZERO;
+        }
+        let f = 1u32
+            .checked_shl(streak.saturating_sub(2))
+            .unwrap_or(u32::MAX);
+        self.base.saturating_mul(f).min(self.max)
+    }
 }
 
 /// Opens HTTP transports (kept behind a trait so the actor does not depend on TLS setup).
@@ -116,6 +198,10 @@ pub enum LinkState {
     Connecting,
     Connected,
     Unavailable,
+    /// Closed for good: later calls answer `not_run`.
+    Closed,
+    /// Panicked again and again; the registry stopped restarting it.
+    Failed,
 }
 
 /// Status of one connection, for `GET /sessions/{id}`.
@@ -219,7 +305,11 @@ impl Link {
         }
         self.drop_client();
         *self.state.borrow_mut() = LinkState::Connecting;
-        match self.dial().await {
+        let dialled = {
+            let _permit = self.ctx.dials.acquire().await;
+            self.dial().await
+        };
+        match dialled {
             Ok((c, h)) => {
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
                 *self.state.borrow_mut() = LinkState::Connected;
@@ -304,7 +394,10 @@ impl Link {
 
     async fn discover(self: &Rc<Self>) -> Result<Catalogue, HandshakeError> {
         let (client, hello) = self.client().await?;
-        let cat = discovery::discover(&client, &hello, self.startup_timeout()).await?;
+        let cat = {
+            let _permit = self.ctx.dials.acquire().await;
+            discovery::discover(&client, &hello, self.startup_timeout()).await?
+        };
         self.learn_headers(&cat);
         Ok(cat)
     }
@@ -412,47 +505,138 @@ impl Link {
     }
 }
 
+impl Drop for Link {
+    /// A link dropped with its actor (a panic, a stop) closes its client: no transport or
+    /// process outlives the connection that owned it.
+    fn drop(&mut self) {
+        self.drop_client();
+    }
+}
+
 fn client_transport(client: &McpClient) -> Option<SharedTransport> {
     client.transport_handle()
+}
+
+/// The part of a connection that outlives a restart: the registry's handle, the session's
+/// owner and catalogue, counters, and the test hooks. Shared by every instance of the actor
+/// behind one [`super::handle::ConnHandle`].
+pub struct ConnShared {
+    pub name: String,
+    owner: Mutex<Option<Recipient<CatalogueChanged>>>,
+    known: Mutex<Option<Arc<Catalogue>>>,
+    restarts: AtomicU32,
+    closed: AtomicBool,
+    failed: Mutex<Option<String>>,
+    /// Test hook: the next handler of this kind panics (see [`ArmPanic`]).
+    armed: Mutex<Option<PanicPoint>>,
+}
+
+impl ConnShared {
+    pub fn new(name: &str) -> ConnShared {
+        ConnShared {
+            name: name.to_owned(),
+            owner: Mutex::new(None),
+            known: Mutex::new(None),
+            restarts: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            armed: Mutex::new(None),
+        }
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_restart(&self) -> u32 {
+        self.restarts.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_closed(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn failed(&self) -> Option<String> {
+        self.failed.lock().ok().and_then(|g| g.clone())
+    }
+
+    pub(crate) fn mark_failed(&self, reason: String) {
+        if let Ok(mut g) = self.failed.lock() {
+            *g = Some(reason);
+        }
+    }
+
+    fn owner(&self) -> Option<Recipient<CatalogueChanged>> {
+        self.owner.lock().ok().and_then(|g| g.clone())
+    }
+
+    fn known(&self) -> Option<Arc<Catalogue>> {
+        self.known.lock().ok().and_then(|g| g.clone())
+    }
+
+    fn set_known(&self, cat: Option<Arc<Catalogue>>) {
+        if let Ok(mut g) = self.known.lock() {
+            *g = cat;
+        }
+    }
+
+    pub(crate) fn set_known_pub(&self, cat: Option<Arc<Catalogue>>) {
+        self.set_known(cat);
+    }
+
+    pub(crate) fn set_owner(&self, owner: Recipient<CatalogueChanged>) {
+        if let Ok(mut g) = self.owner.lock() {
+            *g = Some(owner);
+        }
+    }
+
+    /// Panic here if a test armed this point.
+    fn trip(&self, point: PanicPoint) {
+        let hit = self
+            .armed
+            .lock()
+            .map(|mut g| {
+                if *g == Some(point) {
+                    *g = None;
+                    true
+                } else {
+                    false
+                }
+            })
+            .unwrap_or(false);
+        if hit {
+            panic!("injected panic in {point:?}");
+        }
+    }
 }
 
 pub struct Connection {
     server: Arc<ResolvedServer>,
     ctx: ConnContext,
+    shared: Arc<ConnShared>,
     link: Rc<Link>,
-    owner: Option<Recipient<CatalogueChanged>>,
-    /// The catalogue the session advertises for this server.
-    known: Option<Arc<Catalogue>>,
+    /// The client event stream of the current link (cancelled on close).
+    stream: Option<SpawnHandle>,
     discovering: bool,
     rediscover: bool,
-    restarts: u32,
-    /// Advertised from a saved catalogue and not yet checked against the server: the check
-    /// (a background dial and discovery) runs on the session's first activity or first call.
-    unchecked: bool,
 }
 
 impl Connection {
-    pub fn new(server: Arc<ResolvedServer>, ctx: ConnContext) -> Connection {
-        // The real link is made in `started` (and again after each restart).
+    pub fn new(server: Arc<ResolvedServer>, ctx: ConnContext, shared: Arc<ConnShared>) -> Self {
+        // The real link, with its event stream, is made in `started`.
         let (tx, _rx) = mpsc::unbounded_channel();
         Connection {
             link: Link::new(server.clone(), ctx.clone(), tx),
             server,
             ctx,
-            owner: None,
-            known: None,
+            shared,
+            stream: None,
             discovering: false,
             rediscover: false,
-            restarts: 0,
-            unchecked: false,
-        }
-    }
-
-    /// Run the pending check of a saved catalogue, once.
-    fn check_saved(&mut self, ctx: &mut Context<Self>) {
-        if self.unchecked {
-            self.unchecked = false;
-            self.background_discovery(ctx);
         }
     }
 
@@ -460,12 +644,28 @@ impl Connection {
         self.link.drop_client();
         let (tx, rx) = mpsc::unbounded_channel();
         self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
-        ctx.add_stream(tokio_stream_from(rx));
+        self.stream = Some(ctx.add_stream(tokio_stream_from(rx)));
+    }
+
+    /// Close for good: drop the client and the event stream's sender; the actor ends when
+    /// its last address goes, and every call that still reaches it answers `not_run`.
+    fn close(&mut self, ctx: &mut Context<Self>) {
+        self.shared.mark_closed();
+        if let Some(h) = self.stream.take() {
+            ctx.cancel_future(h);
+        }
+        self.link.drop_client();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
+        *self.link.state.borrow_mut() = LinkState::Closed;
     }
 
     /// Run a background discovery, at most one at a time; a change reported meanwhile runs it
-    /// once more.
+    /// once more. A panic in it ends the actor (the registry restarts it).
     fn background_discovery(&mut self, ctx: &mut Context<Self>) {
+        if self.shared.is_closed() {
+            return;
+        }
         if self.discovering {
             self.rediscover = true;
             return;
@@ -473,36 +673,35 @@ impl Connection {
         self.discovering = true;
         self.rediscover = false;
         let link = self.link.clone();
-        let fut = AssertUnwindSafe(async move { link.discover().await }).catch_unwind();
-        ctx.spawn(fut.into_actor(self).map(|r, act, ctx| {
-            act.discovering = false;
-            match r {
-                Ok(Ok(cat)) => {
-                    let differs = act.known.as_deref() != Some(&cat);
-                    if differs {
-                        let cat = Arc::new(cat);
-                        act.known = Some(cat.clone());
-                        if let Some(owner) = &act.owner {
-                            owner.do_send(CatalogueChanged {
-                                server: act.server.config.name.clone(),
-                                catalogue: cat,
-                            });
+        ctx.spawn(
+            async move { link.discover().await }
+                .into_actor(self)
+                .map(|r, act, ctx| {
+                    act.discovering = false;
+                    act.shared.trip(PanicPoint::Discovery);
+                    match r {
+                        Ok(cat) => {
+                            let differs = act.shared.known().as_deref() != Some(&cat);
+                            if differs {
+                                let cat = Arc::new(cat);
+                                act.shared.set_known(Some(cat.clone()));
+                                if let Some(owner) = act.shared.owner() {
+                                    owner.do_send(CatalogueChanged {
+                                        server: act.server.config.name.clone(),
+                                        catalogue: cat,
+                                    });
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::info!(server = %act.server.config.name, error = %e, "background discovery failed");
                         }
                     }
-                }
-                Ok(Err(e)) => {
-                    tracing::info!(server = %act.server.config.name, error = %e, "background discovery failed");
-                }
-                Err(_) => {
-                    tracing::error!(server = %act.server.config.name, "background discovery panicked; restarting the connection");
-                    ctx.stop();
-                    return;
-                }
-            }
-            if act.rediscover {
-                act.background_discovery(ctx);
-            }
-        }));
+                    if act.rediscover {
+                        act.background_discovery(ctx);
+                    }
+                }),
+        );
     }
 }
 
@@ -516,7 +715,14 @@ impl Actor for Connection {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        if self.shared.is_closed() {
+            self.close(ctx);
+            return;
+        }
         self.fresh_link(ctx);
+        if let Some(k) = self.shared.known() {
+            self.link.learn_headers(&k);
+        }
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
@@ -524,18 +730,9 @@ impl Actor for Connection {
     }
 }
 
-impl Supervised for Connection {
-    fn restarting(&mut self, _ctx: &mut Self::Context) {
-        self.restarts += 1;
-        self.discovering = false;
-        self.rediscover = false;
-        tracing::warn!(server = %self.server.config.name, restarts = self.restarts, "connection actor restarted");
-        // `started` runs again and gives it a fresh link.
-    }
-}
-
 impl StreamHandler<ClientEvent> for Connection {
     fn handle(&mut self, ev: ClientEvent, ctx: &mut Self::Context) {
+        self.shared.trip(PanicPoint::Event);
         match ev {
             ClientEvent::ListChanged(kind) => {
                 tracing::debug!(server = %self.server.config.name, %kind, "list changed");
@@ -544,12 +741,21 @@ impl StreamHandler<ClientEvent> for Connection {
             ClientEvent::Closed(reason) => {
                 tracing::info!(server = %self.server.config.name, %reason, "connection closed");
                 *self.link.last_error.borrow_mut() = Some(reason);
-                *self.link.state.borrow_mut() = LinkState::Idle;
+                if !self.shared.is_closed() {
+                    *self.link.state.borrow_mut() = LinkState::Idle;
+                }
             }
         }
     }
 
     fn finished(&mut self, _ctx: &mut Self::Context) {}
+}
+
+fn closed_error(server: &str) -> CallError {
+    CallError::NotRun {
+        server: server.to_owned(),
+        reason: "the connection was closed".into(),
+    }
 }
 
 /// Dial (if needed) and discover; the first connection of a server during preparation.
@@ -561,60 +767,43 @@ impl Handler<Discover> for Connection {
     type Result = ResponseActFuture<Self, Result<Arc<Catalogue>, String>>;
 
     fn handle(&mut self, _: Discover, _ctx: &mut Self::Context) -> Self::Result {
+        if self.shared.is_closed() {
+            return Box::pin(actix::fut::ready(Err("the connection was closed".into())));
+        }
         let link = self.link.clone();
-        let fut = AssertUnwindSafe(async move { link.discover().await }).catch_unwind();
-        Box::pin(fut.into_actor(self).map(|r, act, ctx| match r {
-            Ok(Ok(cat)) => {
-                let cat = Arc::new(cat);
-                act.known = Some(cat.clone());
-                Ok(cat)
-            }
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => {
-                ctx.stop();
-                Err("the connection actor panicked and was restarted".into())
-            }
-        }))
+        Box::pin(async move { link.discover().await }.into_actor(self).map(
+            |r, act, _ctx| match r {
+                Ok(cat) => {
+                    let cat = Arc::new(cat);
+                    act.shared.set_known(Some(cat.clone()));
+                    Ok(cat)
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        ))
     }
 }
 
-/// Dial in the background and compare the catalogue with the saved one the session
-/// advertises; a difference is reported to `owner`.
+/// The session advertises `known` for this server; with `check_saved` (the catalogue came
+/// from the store) the connection dials and discovers in the background at once, and a
+/// difference is reported to the owner.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Watch {
-    pub owner: Recipient<CatalogueChanged>,
-    pub known: Option<Arc<Catalogue>>,
-    /// The catalogue came from the store: check it against the server in the background
-    /// when the session first shows activity (or first calls this server).
     pub check_saved: bool,
 }
 
 impl Handler<Watch> for Connection {
     type Result = ();
 
-    fn handle(&mut self, msg: Watch, _ctx: &mut Self::Context) {
-        self.owner = Some(msg.owner);
-        if let Some(k) = msg.known {
+    fn handle(&mut self, msg: Watch, ctx: &mut Self::Context) {
+        self.shared.trip(PanicPoint::Watch);
+        if let Some(k) = self.shared.known() {
             self.link.learn_headers(&k);
-            self.known = Some(k);
         }
         if msg.check_saved {
-            self.unchecked = true;
+            self.background_discovery(ctx);
         }
-    }
-}
-
-/// The session showed activity: run the pending check of a saved catalogue.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Wake;
-
-impl Handler<Wake> for Connection {
-    type Result = ();
-
-    fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
-        self.check_saved(ctx);
     }
 }
 
@@ -626,23 +815,20 @@ pub struct Call(pub CallTarget);
 impl Handler<Call> for Connection {
     type Result = ResponseActFuture<Self, Result<Value, CallError>>;
 
-    fn handle(&mut self, msg: Call, ctx: &mut Self::Context) -> Self::Result {
-        // A first call dials (the check below shares that one dial).
-        self.check_saved(ctx);
+    fn handle(&mut self, msg: Call, _ctx: &mut Self::Context) -> Self::Result {
+        if self.shared.is_closed() {
+            let e = closed_error(&self.server.config.name);
+            return Box::pin(actix::fut::ready(Err(e)));
+        }
         let link = self.link.clone();
-        let server = self.server.config.name.clone();
-        let fut = AssertUnwindSafe(link.call(msg.0)).catch_unwind();
-        Box::pin(fut.into_actor(self).map(move |r, act, ctx| match r {
-            Ok(r) => r,
-            Err(_) => {
-                let _ = act;
-                ctx.stop();
-                Err(CallError::Unknown {
-                    server,
-                    reason: "the connection actor panicked; it was restarted".into(),
-                })
+        let shared = self.shared.clone();
+        Box::pin(
+            async move {
+                shared.trip(PanicPoint::Call);
+                link.call(msg.0).await
             }
-        }))
+            .into_actor(self),
+        )
     }
 }
 
@@ -654,6 +840,7 @@ impl Handler<GetStatus> for Connection {
     type Result = MessageResult<GetStatus>;
 
     fn handle(&mut self, _: GetStatus, _ctx: &mut Self::Context) -> Self::Result {
+        self.shared.trip(PanicPoint::Status);
         let current = self.link.current();
         let pv: Option<ProtocolVersion> = current.as_ref().map(|(_, h)| h.protocol.clone());
         let mut state = self.link.state.borrow().clone();
@@ -664,18 +851,24 @@ impl Handler<GetStatus> for Connection {
             state,
             era: pv.as_ref().map(|p| p.era),
             protocol_version: pv.map(|p| p.version),
-            transport: match self.server.transport {
-                ResolvedTransport::Stdio { .. } => "stdio",
-                ResolvedTransport::Http { .. } => "http",
-            },
+            transport: transport_name(&self.server),
             last_error: self.link.last_error.borrow().clone(),
-            restarts: self.restarts,
+            restarts: self.shared.restarts(),
             ignored_messages: self.link.ignored_messages(),
         })
     }
 }
 
-/// Close the connection for good (the caller drops its address too).
+/// `stdio` or `http`.
+pub fn transport_name(server: &ResolvedServer) -> &'static str {
+    match server.transport {
+        ResolvedTransport::Stdio { .. } => "stdio",
+        ResolvedTransport::Http { .. } => "http",
+    }
+}
+
+/// Close the connection for good. It does not stop the actor at once: calls already queued
+/// answer `not_run`, and the actor ends when its last address goes.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Close;
@@ -684,27 +877,63 @@ impl Handler<Close> for Connection {
     type Result = ();
 
     fn handle(&mut self, _: Close, ctx: &mut Self::Context) {
-        self.link.drop_client();
-        ctx.stop();
+        self.shared.mark_closed();
+        self.shared.trip(PanicPoint::Close);
+        self.close(ctx);
     }
 }
 
-/// A handler that panics: the supervision test's way to crash the actor on purpose.
+/// Where a test makes the actor panic. Nothing in the daemon arms these.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanicPoint {
+    Call,
+    Watch,
+    Status,
+    Close,
+    /// The client event stream (`StreamHandler`).
+    Event,
+    /// The completion of a background discovery (a future the actor spawned).
+    Discovery,
+    /// A handler panicking at once (`InjectPanic`).
+    Handler,
+    /// A future spawned on the actor's context that panics when polled.
+    Spawned,
+}
+
+/// Arm a panic point: the next handler of that kind panics, uncaught.
 #[doc(hidden)]
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct InjectPanic;
+pub struct ArmPanic(pub PanicPoint);
 
-impl Handler<InjectPanic> for Connection {
+impl Handler<ArmPanic> for Connection {
     type Result = ();
 
-    fn handle(&mut self, _: InjectPanic, ctx: &mut Self::Context) {
-        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            panic!("injected panic");
-        }));
-        if r.is_err() {
-            tracing::error!(server = %self.server.config.name, "connection actor panicked; stopping it for its supervisor");
-            ctx.stop();
+    fn handle(&mut self, msg: ArmPanic, ctx: &mut Self::Context) {
+        match msg.0 {
+            PanicPoint::Handler => panic!("injected panic in a handler"),
+            PanicPoint::Spawned => {
+                ctx.spawn(actix::fut::wrap_future(async {
+                    tokio::task::yield_now().await;
+                    panic!("injected panic in a spawned future");
+                }));
+            }
+            PanicPoint::Event => {
+                if let Ok(mut g) = self.shared.armed.lock() {
+                    *g = Some(PanicPoint::Event);
+                }
+                // Any event reaches the stream handler; a synthetic one is enough.
+                let _ = self
+                    .link
+                    .events
+                    .send(ClientEvent::Closed("injected".into()));
+            }
+            p => {
+                if let Ok(mut g) = self.shared.armed.lock() {
+                    *g = Some(p);
+                }
+            }
         }
     }
 }

@@ -7,8 +7,10 @@
 
 pub mod composition;
 pub mod connection;
+pub mod handle;
 pub mod registry;
 pub mod retry;
 pub mod runtime;
 
 pub use connection::{CallError, CallTarget};
+pub use handle::ConnHandle;

@@ -125,7 +125,7 @@ impl Handler<Poke> for Retry {
                     let Ok(Ok(mut prepared)) = r else { return };
                     prepared
                         .servers
-                        .retain(|s| s.state == ServerState::Connected && s.addr.is_some());
+                        .retain(|s| s.state == ServerState::Connected && s.conn.is_some());
                     if prepared.servers.is_empty() {
                         return;
                     }

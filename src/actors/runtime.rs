@@ -2,8 +2,15 @@
 //! server's secrets, starts its connection through the Registry, and prepares a whole
 //! composition: servers never heard from are connected and discovered in parallel; a server
 //! that cannot start is left out with a warning; bad configuration fails the preparation.
+//! A reload keeps the connections whose configuration and credentials did not change. A
+//! left-out server is probed at most once per retry window for the whole daemon
+//! (`ProbeBook`), and every session that left it out shares that probe's result.
+//!
+//! Owns: preparation and the probe book. Must not touch: the API; connections only through
+//! their handles.
 
-use super::connection::{Close, ConnContext, Connection, Discover};
+use super::connection::ConnContext;
+use super::handle::ConnHandle;
 use super::registry::{Registry, StartConnection};
 use crate::protocol::model::Catalogue;
 use crate::store::catalogue::CatalogueStore;
@@ -30,7 +37,7 @@ pub enum ServerState {
 pub struct PreparedServer {
     pub config: ServerConfig,
     pub fingerprint: String,
-    pub addr: Option<Addr<Connection>>,
+    pub conn: Option<ConnHandle>,
     pub catalogue: Option<Arc<Catalogue>>,
     pub state: ServerState,
     pub warning: Option<String>,
@@ -44,7 +51,7 @@ impl PreparedServer {
         PreparedServer {
             config: config.clone(),
             fingerprint: fingerprint.to_owned(),
-            addr: None,
+            conn: None,
             catalogue: None,
             state,
             warning: None,
@@ -62,9 +69,16 @@ impl PreparedServer {
 
     /// Close its connection, if it has one.
     pub fn close(&self) {
-        if let Some(a) = &self.addr {
-            a.do_send(Close);
+        if let Some(c) = &self.conn {
+            c.close();
         }
+    }
+
+    /// Whether `self` can be kept as it is by a new preparation that resolved `fingerprint`.
+    fn reusable_for(&self, fingerprint: &str) -> bool {
+        self.fingerprint == fingerprint
+            && self.state == ServerState::Connected
+            && self.conn.as_ref().is_some_and(|c| !c.is_closed())
     }
 }
 
@@ -80,6 +94,20 @@ impl Prepared {
     /// Close every connection of this set (after a swap, or when it is thrown away).
     pub fn close(&self) {
         self.servers.iter().for_each(PreparedServer::close);
+    }
+
+    /// Close the connections of this set that `next` does not keep (after a swap).
+    pub fn close_except(&self, next: &Prepared) {
+        for s in &self.servers {
+            let Some(c) = &s.conn else { continue };
+            let kept = next
+                .servers
+                .iter()
+                .any(|n| n.conn.as_ref().is_some_and(|k| k.same(c)));
+            if !kept {
+                c.close();
+            }
+        }
     }
 }
 
@@ -101,6 +129,91 @@ pub struct Runtime {
     pub ctx: ConnContext,
     /// Saved catalogues; `None` runs without persistence (tests of the actors alone).
     pub store: Option<CatalogueStore>,
+    /// Probes of left-out servers, shared by every session.
+    pub probes: ProbeBook,
+}
+
+impl Runtime {
+    pub fn new(
+        home: PathBuf,
+        registry: Addr<Registry>,
+        ctx: ConnContext,
+        store: Option<CatalogueStore>,
+    ) -> Runtime {
+        Runtime {
+            home,
+            registry,
+            ctx,
+            store,
+            probes: ProbeBook::default(),
+        }
+    }
+}
+
+/// What the daemon learnt from probing one server (by fingerprint): a probe in flight that
+/// later askers wait for, or the result of the last one and when it came.
+#[derive(Clone, Default)]
+pub struct ProbeBook(Arc<std::sync::Mutex<HashMap<String, ProbeEntry>>>);
+
+#[derive(Clone)]
+enum ProbeEntry {
+    InFlight(tokio::sync::watch::Receiver<Option<ProbeResult>>),
+    Done(tokio::time::Instant, ProbeResult),
+}
+
+/// `Ok` when the server answered (its catalogue is saved), else why not.
+type ProbeResult = Result<(), String>;
+
+/// What a session's probe of one server should do.
+enum ProbeTurn {
+    /// Dial it: this session's probe is the daemon's probe (report with the sender).
+    Dial(tokio::sync::watch::Sender<Option<ProbeResult>>),
+    /// Another session's probe answered already (or will): use its result.
+    Known(ProbeResult),
+}
+
+impl ProbeBook {
+    /// Whether to dial `fingerprint` now or use a result from within `window`.
+    async fn turn(&self, fingerprint: &str, window: std::time::Duration) -> ProbeTurn {
+        let entry = self.0.lock().ok().and_then(|g| g.get(fingerprint).cloned());
+        match entry {
+            Some(ProbeEntry::Done(at, r)) if at.elapsed() < window => return ProbeTurn::Known(r),
+            Some(ProbeEntry::InFlight(mut rx)) => {
+                let r = rx
+                    .wait_for(Option::is_some)
+                    .await
+                    .ok()
+                    .and_then(|v| v.clone());
+                if let Some(r) = r {
+                    return ProbeTurn::Known(r);
+                }
+            }
+            _ => {}
+        }
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        if let Ok(mut g) = self.0.lock() {
+            g.insert(fingerprint.to_owned(), ProbeEntry::InFlight(rx));
+        }
+        ProbeTurn::Dial(tx)
+    }
+
+    fn record(
+        &self,
+        fingerprint: &str,
+        tx: tokio::sync::watch::Sender<Option<ProbeResult>>,
+        r: ProbeResult,
+    ) {
+        if let Ok(mut g) = self.0.lock() {
+            if g.len() > 4096 {
+                g.retain(|_, e| matches!(e, ProbeEntry::InFlight(_)));
+            }
+            g.insert(
+                fingerprint.to_owned(),
+                ProbeEntry::Done(tokio::time::Instant::now(), r.clone()),
+            );
+        }
+        let _ = tx.send(Some(r));
+    }
 }
 
 impl Actor for Runtime {
@@ -109,34 +222,59 @@ impl Actor for Runtime {
 
 impl Runtime {
     /// Prepare a composition (or, with `only`, just those servers) without blocking the actor.
-    fn prepare(
-        &self,
-        enabled: bool,
-        only: Option<Vec<String>>,
-    ) -> ResponseFuture<Result<Prepared, PrepareError>> {
-        let (home, registry, cctx, store) = (
-            self.home.clone(),
-            self.registry.clone(),
-            self.ctx.clone(),
-            self.store.clone(),
-        );
-        Box::pin(async move { prepare(home, registry, cctx, store, enabled, only).await })
+    fn prepare(&self, ask: Ask) -> ResponseFuture<Result<Prepared, PrepareError>> {
+        let env = Env {
+            home: self.home.clone(),
+            registry: self.registry.clone(),
+            cctx: self.ctx.clone(),
+            store: self.store.clone(),
+            probes: self.probes.clone(),
+        };
+        Box::pin(async move { prepare(env, ask).await })
     }
 }
 
 /// Prepare a composition. `enabled` is the session's effective choice.
-#[derive(Message)]
+#[derive(Message, Default)]
 #[rtype(result = "Result<Prepared, PrepareError>")]
 pub struct Prepare {
     pub enabled: bool,
+    /// The session's current servers: a server whose configuration and credentials did not
+    /// change keeps its connection (and catalogue).
+    pub reuse: Vec<PreparedServer>,
+    /// Servers the session switched off: not tried.
+    pub off: Vec<String>,
 }
 
 impl Handler<Prepare> for Runtime {
     type Result = ResponseFuture<Result<Prepared, PrepareError>>;
 
     fn handle(&mut self, msg: Prepare, _ctx: &mut Self::Context) -> Self::Result {
-        self.prepare(msg.enabled, None)
+        self.prepare(Ask {
+            enabled: msg.enabled,
+            only: None,
+            reuse: msg.reuse,
+            off: msg.off,
+        })
     }
+}
+
+/// What one preparation is asked for.
+struct Ask {
+    enabled: bool,
+    /// A probe: just these servers.
+    only: Option<Vec<String>>,
+    reuse: Vec<PreparedServer>,
+    off: Vec<String>,
+}
+
+/// What preparation works with.
+struct Env {
+    home: PathBuf,
+    registry: Addr<Registry>,
+    cctx: ConnContext,
+    store: Option<CatalogueStore>,
+    probes: ProbeBook,
 }
 
 /// Read the settings: the extension's default and the `mcp` section.
@@ -195,14 +333,20 @@ pub async fn save_catalogue(
     }
 }
 
-async fn prepare(
-    home: PathBuf,
-    registry: Addr<Registry>,
-    cctx: ConnContext,
-    store: Option<CatalogueStore>,
-    enabled: bool,
-    only: Option<Vec<String>>,
-) -> Result<Prepared, PrepareError> {
+async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
+    let Env {
+        home,
+        registry,
+        cctx,
+        store,
+        probes,
+    } = env;
+    let Ask {
+        enabled,
+        only,
+        reuse,
+        off,
+    } = ask;
     let (ext, creds) = read_settings(home).await?;
     let mcp = ext.mcp()?;
     let mut warnings = mcp.warnings.clone();
@@ -227,36 +371,58 @@ async fn prepare(
                 continue;
             }
         }
-        if !cfg.enabled {
+        if !cfg.enabled || off.contains(&cfg.name) {
             servers.push(PreparedServer::new(cfg, "", ServerState::Disabled));
             continue;
         }
         resolved.push(Arc::new(settings::resolve(cfg, &env, &creds)?));
     }
-    // A server heard from before (same fingerprint) is advertised from its saved catalogue
-    // and dialled in the background; the others are started and discovered in parallel.
-    let mut saved = if only.is_some() {
-        HashMap::new()
-    } else {
-        load_saved(&store).await
-    };
+    let window = std::time::Duration::from_millis(mcp.retry_ms);
+    let mut saved = load_saved(&store).await;
+    // Servers to dial and discover now, with the probe (if any) they report to.
     let mut pending = Vec::new();
     for r in resolved {
-        let addr = registry
+        // Unchanged configuration and credentials: the same connection and catalogue.
+        if let Some(kept) = reuse
+            .iter()
+            .find(|p| p.config.name == r.config.name && p.reusable_for(&r.fingerprint))
+        {
+            servers.push(PreparedServer {
+                saved: false,
+                ..kept.clone()
+            });
+            continue;
+        }
+        let mut probe = None;
+        if only.is_some() {
+            match probes.turn(&r.fingerprint, window).await {
+                ProbeTurn::Dial(tx) => probe = Some(tx),
+                ProbeTurn::Known(Err(reason)) => {
+                    servers.push(left_out(&r, &reason, &mut warnings));
+                    continue;
+                }
+                // Another session's probe found it up and saved its catalogue: start this
+                // session's own connection from that catalogue, dialled in the background.
+                ProbeTurn::Known(Ok(())) => saved = load_saved(&store).await,
+            }
+        }
+        // A server heard from before (same fingerprint) is advertised from its saved
+        // catalogue and dialled in the background; the others are discovered in parallel.
+        let cached = saved
+            .remove(&r.config.name)
+            .filter(|(fp, _)| *fp == r.fingerprint);
+        let conn = registry
             .send(StartConnection {
                 server: r.clone(),
                 ctx: cctx.clone(),
             })
             .await
             .map_err(|e| PrepareError::Settings(format!("the registry is gone: {e}")))?;
-        // Shared, not copied: a deep copy of 100 saved catalogues of 50 tools was a good
-        // part of a warm session open.
-        if let Some((_, cat)) = saved
-            .remove(&r.config.name)
-            .filter(|(fp, _)| *fp == r.fingerprint)
-        {
+        if let Some((_, cat)) = cached.filter(|_| probe.is_none()) {
+            // Shared, not copied: a deep copy of 100 saved catalogues of 50 tools was a
+            // good part of a warm session open.
             servers.push(PreparedServer {
-                addr: Some(addr),
+                conn: Some(conn),
                 catalogue: Some(cat),
                 saved: true,
                 ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
@@ -264,47 +430,29 @@ async fn prepare(
             continue;
         }
         pending.push(async move {
-            let res = addr.send(Discover).await;
-            (r, addr, res)
+            let res = conn.discover().await;
+            (r, conn, res, probe)
         });
     }
-    for (r, addr, res) in futures_util::future::join_all(pending).await {
-        let outcome = match res {
-            Ok(Ok(cat)) => Ok(cat),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(format!("the connection actor is gone: {e}")),
-        };
+    // Every connection started above is owned by `servers` or by this list: an early
+    // return drops them, and dropping a handle closes its connection and process.
+    for (r, conn, outcome, probe) in futures_util::future::join_all(pending).await {
         if let Ok(cat) = &outcome {
-            if let Err(e) =
-                save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await
-            {
-                // A catalogue over the size limit is bad configuration: nothing is swapped in.
-                servers.iter().for_each(PreparedServer::close);
-                addr.do_send(Close);
-                return Err(e);
-            }
+            // A catalogue over the size limit is bad configuration: nothing is swapped in.
+            save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await?;
+        }
+        if let Some(tx) = probe {
+            probes.record(&r.fingerprint, tx, outcome.clone().map(|_| ()));
         }
         match outcome {
             Ok(cat) => servers.push(PreparedServer {
-                addr: Some(addr),
+                conn: Some(conn),
                 catalogue: Some(cat),
                 ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
             }),
             Err(reason) => {
-                addr.do_send(Close);
-                let needs_auth = reason.contains("sign in");
-                let w = format!("MCP server {:?} was left out: {reason}", r.config.name);
-                tracing::warn!("{w}");
-                warnings.push(w.clone());
-                let state = if needs_auth {
-                    ServerState::NeedsSignIn
-                } else {
-                    ServerState::LeftOut
-                };
-                servers.push(PreparedServer {
-                    warning: Some(w),
-                    ..PreparedServer::new(&r.config, &r.fingerprint, state)
-                });
+                conn.close();
+                servers.push(left_out(&r, &reason, &mut warnings));
             }
         }
     }
@@ -315,6 +463,27 @@ async fn prepare(
         warnings,
         retry_ms: mcp.retry_ms,
     })
+}
+
+/// A server that could not start, initialize or be discovered: left out with a warning.
+fn left_out(
+    r: &settings::ResolvedServer,
+    reason: &str,
+    warnings: &mut Vec<String>,
+) -> PreparedServer {
+    let needs_auth = reason.contains("sign in");
+    let w = format!("MCP server {:?} was left out: {reason}", r.config.name);
+    tracing::warn!("{w}");
+    warnings.push(w.clone());
+    let state = if needs_auth {
+        ServerState::NeedsSignIn
+    } else {
+        ServerState::LeftOut
+    };
+    PreparedServer {
+        warning: Some(w),
+        ..PreparedServer::new(&r.config, &r.fingerprint, state)
+    }
 }
 
 /// Try the named servers again (those left out of a session): each is started and
@@ -329,7 +498,12 @@ impl Handler<Probe> for Runtime {
     type Result = ResponseFuture<Result<Prepared, PrepareError>>;
 
     fn handle(&mut self, msg: Probe, _ctx: &mut Self::Context) -> Self::Result {
-        self.prepare(true, Some(msg.servers))
+        self.prepare(Ask {
+            enabled: true,
+            only: Some(msg.servers),
+            reuse: Vec::new(),
+            off: Vec::new(),
+        })
     }
 }
 

@@ -7,13 +7,14 @@
 use crate::actors::composition::{
     Activity, CloseSession, Composition, GetView, Reload, SessionEvent, SharedSnapshot,
 };
-use crate::actors::connection::{Call, CallError, CallTarget};
+use crate::actors::connection::{CallError, CallTarget};
 use crate::actors::runtime::Runtime;
 use crate::advertise::ToolKind;
 use crate::store::settings::ExtensionsFile;
 use actix::prelude::*;
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -29,6 +30,27 @@ pub struct SessionHandle {
     pub shared: SharedSnapshot,
     pub events: broadcast::Sender<SessionEvent>,
     pub follows_default: bool,
+    /// When the session last showed activity (any request naming it), in milliseconds
+    /// since the daemon started (tokio time).
+    pub last_active: Arc<AtomicU64>,
+}
+
+/// Bounds on sessions (`config.toml`: `max_sessions`, `session_idle_secs`).
+#[derive(Clone, Debug)]
+pub struct SessionLimits {
+    /// Sessions open at once; one more is refused with 429.
+    pub max_sessions: usize,
+    /// A session with no activity for this long is closed.
+    pub idle: std::time::Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_sessions: 1000,
+            idle: std::time::Duration::from_secs(24 * 3600),
+        }
+    }
 }
 
 pub struct AppState {
@@ -38,6 +60,68 @@ pub struct AppState {
     /// Serializes writes of `extensions.json` by the API.
     pub settings_lock: Mutex<()>,
     pub next_session: AtomicU64,
+    pub limits: SessionLimits,
+    /// The origin of `last_active`.
+    pub started: tokio::time::Instant,
+}
+
+impl AppState {
+    pub fn new(home: PathBuf, runtime: Addr<Runtime>, limits: SessionLimits) -> AppState {
+        AppState {
+            home,
+            runtime,
+            sessions: RwLock::new(HashMap::new()),
+            settings_lock: Mutex::new(()),
+            next_session: AtomicU64::new(1),
+            limits,
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Close the sessions idle for longer than the limit; answers their ids.
+    pub async fn close_idle(&self) -> Vec<String> {
+        let now = self.now_ms();
+        let idle = self.limits.idle.as_millis() as u64;
+        let gone: Vec<(String, SessionHandle)> = match self.sessions.write() {
+            Ok(mut m) => {
+                let ids: Vec<String> = m
+                    .iter()
+                    .filter(|(_, h)| {
+                        now.saturating_sub(h.last_active.load(Ordering::Relaxed)) >= idle
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                ids.into_iter()
+                    .filter_map(|id| m.remove(&id).map(|h| (id, h)))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for (id, h) in &gone {
+            tracing::info!(session = %id, idle_secs = self.limits.idle.as_secs(), "closing an idle session");
+            let _ = h.addr.send(CloseSession).await;
+        }
+        gone.into_iter().map(|(id, _)| id).collect()
+    }
+}
+
+/// Close idle sessions for the daemon's life: a sweep every quarter of the idle limit (at
+/// most a minute apart), on tokio time.
+pub async fn sweep_idle_sessions(state: web::Data<AppState>) {
+    let every = (state.limits.idle / 4).clamp(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(60),
+    );
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        state.close_idle().await;
+    }
 }
 
 #[derive(Debug)]
@@ -130,7 +214,55 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/sessions/{id}/tools", web::get().to(list_tools))
     .route("/sessions/{id}/tools/{name}", web::get().to(get_tool))
     .route("/sessions/{id}/activity", web::post().to(activity))
-    .route("/sessions/{id}/events", web::get().to(events));
+    .route("/sessions/{id}/events", web::get().to(events))
+    .route(
+        "/sessions/{id}/servers/{name}",
+        web::put().to(put_session_server),
+    );
+}
+
+/// The largest tool call body (its arguments), and the largest of any other body.
+pub const CALL_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Raw bodies up to the call limit; each handler parses its own (see [`parse_body`]).
+pub fn payload_config() -> web::PayloadConfig {
+    web::PayloadConfig::new(CALL_BODY_LIMIT)
+}
+
+/// Parse a request body strictly: an empty body is `T::default()`; anything else must be
+/// `application/json`, complete, at most 128 levels deep, and name no unknown field, or
+/// the request is refused with 400 and does not run.
+fn parse_body<T: DeserializeOwned + Default>(
+    req: &HttpRequest,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let ct = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::not_run(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "the body must be application/json, not {:?}",
+                crate::advertise::bound_text(ct, 100)
+            ),
+        ));
+    }
+    // serde_json refuses nesting deeper than 128 levels (its recursion limit).
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::not_run(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("invalid JSON body: {e}"),
+        )
+    })
 }
 
 /// JSON bodies: bad JSON is a clear 400, never a panic.
@@ -208,6 +340,7 @@ async fn put_extension(
             choice: None,
             default_enabled: Some(on),
             reread: false,
+            server: None,
         })
     }))
     .await;
@@ -233,6 +366,7 @@ async fn reload_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             choice: None,
             default_enabled: Some(ext.mcp_enabled()),
             reread: true,
+            server: None,
         })
     }))
     .await;
@@ -258,6 +392,7 @@ async fn reload_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct CreateSession {
     #[serde(default)]
     extensions: HashMap<String, bool>,
@@ -265,9 +400,21 @@ struct CreateSession {
 
 async fn create_session(
     state: web::Data<AppState>,
-    body: Option<web::Json<CreateSession>>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let choice = body.and_then(|b| b.extensions.get("mcp").copied());
+    let body: CreateSession = parse_body(&req, &body)?;
+    let choice = body.extensions.get("mcp").copied();
+    let open = state.sessions.read().map(|s| s.len()).unwrap_or(0);
+    if open >= state.limits.max_sessions {
+        return Err(ApiError::not_run(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sessions",
+            format!(
+                "{open} sessions are open, the most this daemon allows (max_sessions); close one first"
+            ),
+        ));
+    }
     let ext = load_extensions(state.home.clone()).await?;
     let n = state.next_session.fetch_add(1, Ordering::Relaxed);
     let id = format!("s{n}-{:08x}", rand::random::<u32>());
@@ -279,6 +426,7 @@ async fn create_session(
         shared,
         events,
         follows_default: choice.is_none(),
+        last_active: Arc::new(AtomicU64::new(state.now_ms())),
     };
     if let Ok(mut s) = state.sessions.write() {
         s.insert(id.clone(), handle);
@@ -292,13 +440,16 @@ async fn create_session(
     Ok(HttpResponse::Created().json(body))
 }
 
+/// The session named by a request; the request counts as its activity (idle limit).
 fn session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
-    state
+    let s = state
         .sessions
         .read()
         .ok()
         .and_then(|s| s.get(id).cloned())
-        .ok_or_else(|| ApiError::not_found("session"))
+        .ok_or_else(|| ApiError::not_found("session"))?;
+    s.last_active.store(state.now_ms(), Ordering::Relaxed);
+    Ok(s)
 }
 
 async fn get_session(
@@ -336,6 +487,7 @@ async fn put_session_extension(
             choice: Some(Some(body.enabled)),
             default_enabled: None,
             reread: true,
+            server: None,
         })
         .await
         .map_err(mailbox)?;
@@ -345,6 +497,41 @@ async fn put_session_extension(
             Ok(HttpResponse::Ok().json(view))
         }
         Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "preparation_failed", e)),
+    }
+}
+
+/// `PUT /sessions/{id}/servers/{name}` `{"enabled": bool}`: the session's capability choice
+/// for one server. A server switched off is not tried; turning on one that cannot start is
+/// a 409 and changes nothing.
+async fn put_session_server(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Json<EnabledBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, name) = path.into_inner();
+    let s = session(&state, &id)?;
+    let ext = load_extensions(state.home.clone()).await?;
+    let configured = ext
+        .mcp()
+        .map(|m| m.servers.iter().any(|c| c.name == name))
+        .unwrap_or(false);
+    if !configured {
+        return Err(ApiError::not_found("server"));
+    }
+    let r = s
+        .addr
+        .send(Reload {
+            server: Some((name, body.enabled)),
+            ..Reload::default()
+        })
+        .await
+        .map_err(mailbox)?;
+    match r {
+        Ok(_) => {
+            let view = s.addr.send(GetView).await.map_err(mailbox)?;
+            Ok(HttpResponse::Ok().json(view))
+        }
+        Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "server_refused", e)),
     }
 }
 
@@ -395,6 +582,7 @@ async fn get_tool(
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct CallBody {
     #[serde(default)]
     arguments: Option<Value>,
@@ -403,8 +591,10 @@ struct CallBody {
 async fn call_tool(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    body: Option<web::Json<CallBody>>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    let body: CallBody = parse_body(&req, &body)?;
     let (id, name) = path.into_inner();
     let s = session(&state, &id)?;
     let snap = s.shared.load();
@@ -415,9 +605,7 @@ async fn call_tool(
             format!("no tool {name:?} in this session"),
         )
     })?;
-    let args = body
-        .and_then(|b| b.into_inner().arguments)
-        .unwrap_or_else(|| json!({}));
+    let args = body.arguments.unwrap_or_else(|| json!({}));
     if !args.is_object() {
         return Err(ApiError::not_run(
             StatusCode::BAD_REQUEST,
@@ -463,19 +651,14 @@ async fn call_tool(
             format!("server {:?} has no connection in this session", tool.server),
         )
     })?;
-    let r = conn.send(Call(target)).await;
-    match r {
-        Ok(Ok(Value::Object(mut result))) => {
+    drop(snap);
+    match conn.call(target).await {
+        Ok(Value::Object(mut result)) => {
             result.insert("outcome".into(), Value::from("ok"));
             Ok(large_json(Value::Object(result)))
         }
-        Ok(Ok(other)) => Ok(HttpResponse::Ok().json(json!({"outcome": "ok", "result": other}))),
-        Ok(Err(e)) => Err(call_error(e)),
-        Err(e) => {
-            let mut err = mailbox(e);
-            err.extra = Some(json!({"outcome": "unknown"}));
-            Err(err)
-        }
+        Ok(other) => Ok(HttpResponse::Ok().json(json!({"outcome": "ok", "result": other}))),
+        Err(e) => Err(call_error(e)),
     }
 }
 

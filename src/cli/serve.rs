@@ -8,10 +8,8 @@ use crate::api::{self, AppState};
 use crate::store::daemon_config::{albedo_home, DaemonConfig};
 use actix::prelude::*;
 use actix_web::{web, App, HttpServer};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -87,28 +85,29 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
             .unwrap_or(2)
             .clamp(1, 8);
         let registry = Registry::new(threads).start();
-        let ctx = ConnContext {
+        let mut ctx = ConnContext::new(
             launcher,
-            http: Some(Arc::new(crate::actors::connection::AwcOpener { tls })),
+            Some(Arc::new(crate::actors::connection::AwcOpener { tls })),
+        );
+        ctx.dials = crate::actors::connection::DialLimit::new(cfg.max_concurrent_dials);
+        let runtime = Runtime::new(home.clone(), registry.clone(), ctx, Some(store)).start();
+        let limits = api::SessionLimits {
+            max_sessions: cfg.max_sessions.max(1),
+            idle: std::time::Duration::from_secs(cfg.session_idle_secs.max(1)),
         };
-        let runtime = Runtime {
-            home: home.clone(),
-            registry: registry.clone(),
-            ctx,
-            store: Some(store),
-        }
-        .start();
-        let state = web::Data::new(AppState {
-            home: home.clone(),
-            runtime,
-            sessions: RwLock::new(HashMap::new()),
-            settings_lock: Mutex::new(()),
-            next_session: AtomicU64::new(1),
-        });
+        tracing::info!(
+            max_sessions = limits.max_sessions,
+            session_idle_secs = limits.idle.as_secs(),
+            max_concurrent_dials = cfg.max_concurrent_dials,
+            "session limits"
+        );
+        let state = web::Data::new(AppState::new(home.clone(), runtime, limits));
+        actix_rt::spawn(api::sweep_idle_sessions(state.clone()));
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
                 .app_data(api::json_config())
+                .app_data(api::payload_config())
                 .configure(api::routes)
         })
         .workers(threads.min(4))

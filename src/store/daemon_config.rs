@@ -17,6 +17,27 @@ pub struct DaemonConfig {
     /// Extra CA certificates (PEM files) trusted for HTTPS servers, beside the system roots.
     #[serde(default)]
     pub ca_files: Vec<PathBuf>,
+    /// Sessions open at once; one more is refused with 429.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// A session with no activity for this many seconds is closed.
+    #[serde(default = "default_session_idle_secs")]
+    pub session_idle_secs: u64,
+    /// Dials and discoveries running at once across the daemon.
+    #[serde(default = "default_max_concurrent_dials")]
+    pub max_concurrent_dials: usize,
+}
+
+fn default_max_sessions() -> usize {
+    1000
+}
+
+fn default_session_idle_secs() -> u64 {
+    24 * 3600
+}
+
+fn default_max_concurrent_dials() -> usize {
+    crate::actors::connection::DEFAULT_CONCURRENT_DIALS
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +77,7 @@ impl DaemonConfig {
             .add_source(config::File::from(path.clone()).required(false))
             .add_source(
                 config::Environment::with_prefix("ALBEDO")
-                    .try_parsing(false)
+                    .try_parsing(true)
                     .list_separator(",")
                     .with_list_parse_key("ca_files"),
             )

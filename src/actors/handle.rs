@@ -1,0 +1,215 @@
+//! `ConnHandle`: the stable way to reach one supervised connection. The registry's
+//! supervision loop replaces the actor behind it after a panic (a new mailbox, a fresh
+//! link); everyone else (compositions, the API's snapshot, preparation) holds the handle and
+//! asks it for the current address on every message, so nobody keeps a dead address.
+//!
+//! Dropping the last handle drops the last address: the actor ends, its client closes and
+//! its server process ends. That is how a prepared set that is thrown away (a failed
+//! preparation, a superseded reload, a join for a session that is gone) closes what it
+//! started without a path that could forget to.
+//!
+//! Owns: the current address, closing for good. Must not touch: the API, transports.
+
+use super::connection::{
+    Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover, GetStatus,
+    LinkState, Watch,
+};
+use crate::protocol::model::Catalogue;
+use actix::prelude::*;
+use serde_json::Value;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+pub(crate) struct Slot {
+    pub(crate) shared: Arc<ConnShared>,
+    addr: RwLock<Option<Addr<Connection>>>,
+    /// Told when the supervision loop installs a new address or gives up.
+    pub(crate) changed: tokio::sync::Notify,
+    transport: &'static str,
+    /// The longest a message waits for a restart in progress.
+    restart_wait: Duration,
+}
+
+impl Slot {
+    pub(crate) fn new(
+        shared: Arc<ConnShared>,
+        addr: Addr<Connection>,
+        transport: &'static str,
+        restart_wait: Duration,
+    ) -> Slot {
+        Slot {
+            shared,
+            addr: RwLock::new(Some(addr)),
+            changed: tokio::sync::Notify::new(),
+            transport,
+            restart_wait,
+        }
+    }
+
+    pub(crate) fn set_addr(&self, addr: Option<Addr<Connection>>) {
+        if let Ok(mut g) = self.addr.write() {
+            *g = addr;
+        }
+        self.changed.notify_waiters();
+    }
+
+    fn current(&self) -> Option<Addr<Connection>> {
+        self.addr.read().ok().and_then(|g| g.clone())
+    }
+}
+
+impl Drop for Slot {
+    /// The last handle went away: close the connection, so that its actor ends (it has no
+    /// address left) and its server process with it.
+    fn drop(&mut self) {
+        self.shared.mark_closed();
+        let addr = self.addr.get_mut().ok().and_then(|a| a.take());
+        if let Some(a) = addr {
+            a.do_send(Close);
+        }
+    }
+}
+
+/// A connection as the rest of the daemon holds it. Clones share it.
+#[derive(Clone)]
+pub struct ConnHandle(pub(crate) Arc<Slot>);
+
+/// Why a message could not be delivered to a connection.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unreachable {
+    #[error("the connection was closed")]
+    Closed,
+    #[error("the connection failed: {0}")]
+    Failed(String),
+    #[error("the connection actor is restarting")]
+    Restarting,
+}
+
+impl ConnHandle {
+    pub fn name(&self) -> &str {
+        &self.0.shared.name
+    }
+
+    /// Whether both handles reach the same connection.
+    pub fn same(&self, other: &ConnHandle) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.0.shared.restarts()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.0.shared.is_closed()
+    }
+
+    /// The live address, waiting (briefly) for a restart in progress.
+    pub async fn addr(&self) -> Result<Addr<Connection>, Unreachable> {
+        let deadline = tokio::time::Instant::now() + self.0.restart_wait;
+        loop {
+            if self.0.shared.is_closed() {
+                return Err(Unreachable::Closed);
+            }
+            if let Some(f) = self.0.shared.failed() {
+                return Err(Unreachable::Failed(f));
+            }
+            let notified = self.0.changed.notified();
+            if let Some(a) = self.0.current().filter(|a| a.connected()) {
+                return Ok(a);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(Unreachable::Restarting);
+            }
+        }
+    }
+
+    /// A call on behalf of the model. A call the actor never received is `not_run`; one it
+    /// received and then lost (the actor panicked) is `unknown`.
+    pub async fn call(&self, target: CallTarget) -> Result<Value, CallError> {
+        let server = self.name().to_owned();
+        let addr = self.addr().await.map_err(|e| match e {
+            Unreachable::Failed(reason) => CallError::Unavailable {
+                server: server.clone(),
+                reason,
+            },
+            e => CallError::NotRun {
+                server: server.clone(),
+                reason: e.to_string(),
+            },
+        })?;
+        match addr.send(Call(target)).await {
+            Ok(r) => r,
+            Err(e) => Err(CallError::Unknown {
+                server,
+                reason: format!("the connection actor stopped during the call ({e})"),
+            }),
+        }
+    }
+
+    /// Dial and discover (preparation).
+    pub async fn discover(&self) -> Result<Arc<Catalogue>, String> {
+        let addr = self.addr().await.map_err(|e| e.to_string())?;
+        addr.send(Discover)
+            .await
+            .map_err(|e| format!("the connection actor stopped during discovery ({e})"))?
+    }
+
+    /// Tell the connection who owns it and what it advertises; with `check_saved` it dials
+    /// and checks the saved catalogue in the background at once.
+    pub fn watch(
+        &self,
+        owner: Recipient<super::connection::CatalogueChanged>,
+        known: Option<Arc<Catalogue>>,
+        check_saved: bool,
+    ) {
+        self.0.shared.set_owner(owner);
+        self.0.shared.set_known_pub(known);
+        if let Some(a) = self.0.current() {
+            a.do_send(Watch { check_saved });
+        }
+    }
+
+    /// The connection's status; a closed or failed one answers without its actor.
+    pub async fn status(&self) -> ConnStatus {
+        let fallback = |state: LinkState, last_error: Option<String>| ConnStatus {
+            state,
+            era: None,
+            protocol_version: None,
+            transport: self.0.transport,
+            last_error,
+            restarts: self.restarts(),
+            ignored_messages: 0,
+        };
+        match self.addr().await {
+            Ok(a) => match a.send(GetStatus).await {
+                Ok(s) => s,
+                Err(e) => fallback(LinkState::Idle, Some(format!("restarting: {e}"))),
+            },
+            Err(Unreachable::Closed) => fallback(LinkState::Closed, None),
+            Err(Unreachable::Failed(f)) => fallback(LinkState::Failed, Some(f)),
+            Err(Unreachable::Restarting) => fallback(LinkState::Idle, Some("restarting".into())),
+        }
+    }
+
+    /// Close for good: later calls answer `not_run`; the supervisor never restarts it.
+    pub fn close(&self) {
+        self.0.shared.mark_closed();
+        let addr = self.0.addr.write().ok().and_then(|mut g| g.take());
+        if let Some(a) = addr {
+            a.do_send(Close);
+        }
+        self.0.changed.notify_waiters();
+    }
+
+    /// Send any message to the current actor (tests: panic injection).
+    #[doc(hidden)]
+    pub async fn send<M>(&self, msg: M) -> Result<M::Result, String>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        Connection: Handler<M>,
+    {
+        let a = self.addr().await.map_err(|e| e.to_string())?;
+        a.send(msg).await.map_err(|e| e.to_string())
+    }
+}
