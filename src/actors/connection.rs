@@ -236,6 +236,24 @@ struct Link {
     headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
     /// Ignored messages of clients already dropped.
     ignored: std::cell::Cell<u64>,
+    /// Dials finished, and the error of the last one if it failed.
+    dials: std::cell::Cell<u64>,
+    last_dial_error: RefCell<Option<HandshakeError>>,
+}
+
+/// Marks a link unavailable when a dial is dropped before it finished.
+struct DialGuard<'a>(&'a Link, bool);
+
+impl Drop for DialGuard<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            *self.0.state.borrow_mut() = LinkState::Unavailable;
+            self.0.dials.set(self.0.dials.get().wrapping_add(1));
+            let e = HandshakeError::Timeout(self.0.startup_timeout());
+            *self.0.last_error.borrow_mut() = Some(e.to_string());
+            *self.0.last_dial_error.borrow_mut() = Some(e);
+        }
+    }
 }
 
 impl Link {
@@ -254,6 +272,8 @@ impl Link {
             last_error: RefCell::new(None),
             headers: RefCell::new(HashMap::new()),
             ignored: std::cell::Cell::new(0),
+            dials: std::cell::Cell::new(0),
+            last_dial_error: RefCell::new(None),
         })
     }
 
@@ -299,26 +319,41 @@ impl Link {
         if let Some(c) = self.current() {
             return Ok(c);
         }
+        let seen = self.dials.get();
         let _g = self.dial_lock.lock().await;
         if let Some(c) = self.current() {
             return Ok(c);
         }
+        // A caller that waited for a dial that failed meanwhile gets that dial's answer: the
+        // server is not dialled twice for one call (the next call dials again).
+        if self.dials.get() != seen {
+            if let Some(e) = self.last_dial_error.borrow().clone() {
+                return Err(e);
+            }
+        }
         self.drop_client();
         *self.state.borrow_mut() = LinkState::Connecting;
+        // A dial given up half-way (its caller timed out) leaves the link unavailable,
+        // not "connecting" for ever.
+        let mut unfinished = DialGuard(self, true);
         let dialled = {
             let _permit = self.ctx.dials.acquire().await;
             self.dial().await
         };
+        unfinished.1 = false;
+        self.dials.set(self.dials.get().wrapping_add(1));
         match dialled {
             Ok((c, h)) => {
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
                 *self.state.borrow_mut() = LinkState::Connected;
                 *self.last_error.borrow_mut() = None;
+                *self.last_dial_error.borrow_mut() = None;
                 Ok((c, h))
             }
             Err(e) => {
                 *self.state.borrow_mut() = LinkState::Unavailable;
                 *self.last_error.borrow_mut() = Some(e.to_string());
+                *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
             }
         }

@@ -442,21 +442,27 @@ async fn create_session(
 
 /// The session named by a request; the request counts as its activity (idle limit).
 fn session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
-    let s = state
+    let s = peek_session(state, id)?;
+    s.last_active.store(state.now_ms(), Ordering::Relaxed);
+    Ok(s)
+}
+
+/// The session, without counting the request as activity: reading a session's view (a
+/// monitor polling it) does not keep an idle session open.
+fn peek_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+    state
         .sessions
         .read()
         .ok()
         .and_then(|s| s.get(id).cloned())
-        .ok_or_else(|| ApiError::not_found("session"))?;
-    s.last_active.store(state.now_ms(), Ordering::Relaxed);
-    Ok(s)
+        .ok_or_else(|| ApiError::not_found("session"))
 }
 
 async fn get_session(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let s = session(&state, &path)?;
+    let s = peek_session(&state, &path)?;
     let view = s.addr.send(GetView).await.map_err(mailbox)?;
     Ok(HttpResponse::Ok().json(view))
 }
