@@ -763,3 +763,59 @@ async fn events(
 }
 
 pub type SharedState = Arc<AppState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actors::connection::ConnContext;
+    use crate::actors::registry::Registry;
+    use std::time::Duration;
+
+    fn insert(state: &AppState, id: &str) -> SessionHandle {
+        let (comp, shared, events) =
+            Composition::new(id.into(), state.runtime.clone(), Some(false), false);
+        let h = SessionHandle {
+            addr: comp.start(),
+            shared,
+            events,
+            follows_default: false,
+            last_active: Arc::new(AtomicU64::new(state.now_ms())),
+        };
+        state.sessions.write().unwrap().insert(id.into(), h.clone());
+        h
+    }
+
+    /// The idle limit runs on tokio time: tested with paused time, no sleeping.
+    #[actix_rt::test]
+    async fn idle_sessions_are_closed_on_tokio_time_and_activity_keeps_them() {
+        tokio::time::pause();
+        let home = tempfile::tempdir().unwrap();
+        let registry = Registry::new(1).start();
+        let runtime = Runtime::new(
+            home.path().to_path_buf(),
+            registry,
+            ConnContext::new("albedo-mcp".into(), None),
+            None,
+        )
+        .start();
+        let limits = SessionLimits {
+            max_sessions: 10,
+            idle: Duration::from_secs(60),
+        };
+        let state = AppState::new(home.path().to_path_buf(), runtime, limits);
+        let a = insert(&state, "a");
+        insert(&state, "b");
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(state.close_idle().await.is_empty());
+        // `b` shows activity; `a` does not.
+        session(&state, "b").unwrap();
+        peek_session(&state, "a").unwrap();
+        tokio::time::advance(Duration::from_secs(31)).await;
+        assert_eq!(state.close_idle().await, ["a"]);
+        assert!(peek_session(&state, "a").is_err());
+        assert!(!a.addr.connected() || a.addr.send(GetView).await.is_err());
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(state.close_idle().await, ["b"]);
+        assert!(state.sessions.read().unwrap().is_empty());
+    }
+}
