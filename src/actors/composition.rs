@@ -385,15 +385,44 @@ impl Handler<CatalogueChanged> for Composition {
         let Some(slot) = p.servers.iter_mut().find(|s| s.config.name == msg.server) else {
             return;
         };
-        if slot.catalogue.as_deref() == Some(&*msg.catalogue) {
+        // A catalogue over the limit is never advertised unsaved: the old one stays.
+        let catalogue = msg.catalogue.and_then(|c| {
+            let size = serde_json::to_vec(&*c)
+                .map(|v| v.len())
+                .unwrap_or(usize::MAX);
+            if size > crate::protocol::model::MAX_CATALOGUE_BYTES {
+                Err(format!(
+                    "its catalogue is over the {}-byte limit ({size} bytes)",
+                    crate::protocol::model::MAX_CATALOGUE_BYTES
+                ))
+            } else {
+                Ok(c)
+            }
+        });
+        let catalogue = match catalogue {
+            Ok(c) => c,
+            Err(why) => {
+                let w = format!(
+                    "MCP server {:?} changed its capabilities, but {why}; the session keeps the ones it has",
+                    msg.server
+                );
+                tracing::warn!(session = %self.id, "{w}");
+                if !self.warnings.contains(&w) {
+                    self.warnings.push(w.clone());
+                }
+                self.emit("warning", w);
+                return;
+            }
+        };
+        if slot.catalogue.as_deref() == Some(&*catalogue) {
             return;
         }
         self.runtime.do_send(SaveCatalogue {
             server: msg.server.clone(),
             fingerprint: slot.fingerprint.clone(),
-            catalogue: msg.catalogue.clone(),
+            catalogue: catalogue.clone(),
         });
-        slot.catalogue = Some(msg.catalogue);
+        slot.catalogue = Some(catalogue);
         slot.state = ServerState::Connected;
         self.refresh_pending = true;
         self.emit(

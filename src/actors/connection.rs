@@ -12,7 +12,7 @@
 //! Owns: one server's client and its link state. Must not touch: the API, the store, other
 //! connections.
 
-use crate::client::discovery::{self, check_complete};
+use crate::client::discovery::{self, check_complete, DiscoveryError};
 use crate::client::handshake::{self, HandshakeError, ServerHello};
 use crate::client::{ClientEvent, McpClient, RpcError};
 use crate::protocol::era::ProtocolVersion;
@@ -217,12 +217,45 @@ pub struct ConnStatus {
     pub ignored_messages: u64,
 }
 
-/// Told to the composition when the catalogue differs from what it advertises.
+/// Told to the composition when the catalogue differs from what it advertises, or when a
+/// background discovery found one it must not advertise (over the limit): the old one stays
+/// and the session gets the warning.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct CatalogueChanged {
     pub server: String,
-    pub catalogue: Arc<Catalogue>,
+    pub catalogue: Result<Arc<Catalogue>, String>,
+}
+
+/// Why dialling and discovering a server gave no catalogue.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DiscoverError {
+    #[error(transparent)]
+    Connect(#[from] HandshakeError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The connection could not be reached (closed, failed, or it stopped meanwhile).
+    #[error("{0}")]
+    Unreachable(String),
+}
+
+impl DiscoverError {
+    /// A catalogue over the limit: bad configuration that fails a preparation, not a
+    /// server to leave out.
+    pub fn too_large(&self) -> bool {
+        matches!(
+            self,
+            DiscoverError::Discovery(DiscoveryError::TooLarge { .. })
+        )
+    }
+
+    /// The server asked for a sign-in.
+    pub fn needs_sign_in(&self) -> bool {
+        matches!(
+            self,
+            DiscoverError::Connect(HandshakeError::NeedsAuth { .. })
+        )
+    }
 }
 
 struct Link {
@@ -427,7 +460,7 @@ impl Link {
         }
     }
 
-    async fn discover(self: &Rc<Self>) -> Result<Catalogue, HandshakeError> {
+    async fn discover(self: &Rc<Self>) -> Result<Catalogue, DiscoverError> {
         let (client, hello) = self.client().await?;
         let cat = {
             let _permit = self.ctx.dials.acquire().await;
@@ -723,9 +756,18 @@ impl Connection {
                                 if let Some(owner) = act.shared.owner() {
                                     owner.do_send(CatalogueChanged {
                                         server: act.server.config.name.clone(),
-                                        catalogue: cat,
+                                        catalogue: Ok(cat),
                                     });
                                 }
+                            }
+                        }
+                        Err(e) if e.too_large() => {
+                            tracing::warn!(server = %act.server.config.name, error = %e, "background discovery: the catalogue is over the limit; the session keeps the one it has");
+                            if let Some(owner) = act.shared.owner() {
+                                owner.do_send(CatalogueChanged {
+                                    server: act.server.config.name.clone(),
+                                    catalogue: Err(e.to_string()),
+                                });
                             }
                         }
                         Err(e) => {
@@ -795,15 +837,17 @@ fn closed_error(server: &str) -> CallError {
 
 /// Dial (if needed) and discover; the first connection of a server during preparation.
 #[derive(Message)]
-#[rtype(result = "Result<Arc<Catalogue>, String>")]
+#[rtype(result = "Result<Arc<Catalogue>, DiscoverError>")]
 pub struct Discover;
 
 impl Handler<Discover> for Connection {
-    type Result = ResponseActFuture<Self, Result<Arc<Catalogue>, String>>;
+    type Result = ResponseActFuture<Self, Result<Arc<Catalogue>, DiscoverError>>;
 
     fn handle(&mut self, _: Discover, _ctx: &mut Self::Context) -> Self::Result {
         if self.shared.is_closed() {
-            return Box::pin(actix::fut::ready(Err("the connection was closed".into())));
+            return Box::pin(actix::fut::ready(Err(DiscoverError::Unreachable(
+                "the connection was closed".into(),
+            ))));
         }
         let link = self.link.clone();
         Box::pin(async move { link.discover().await }.into_actor(self).map(
@@ -813,7 +857,7 @@ impl Handler<Discover> for Connection {
                     act.shared.set_known(Some(cat.clone()));
                     Ok(cat)
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e),
             },
         ))
     }

@@ -11,8 +11,8 @@
 //! Owns: the current address, closing for good. Must not touch: the API, transports.
 
 use super::connection::{
-    Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover, GetStatus,
-    LinkState, Watch,
+    Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover,
+    DiscoverError, GetStatus, LinkState, Watch,
 };
 use crate::protocol::model::Catalogue;
 use actix::prelude::*;
@@ -147,11 +147,16 @@ impl ConnHandle {
     }
 
     /// Dial and discover (preparation).
-    pub async fn discover(&self) -> Result<Arc<Catalogue>, String> {
-        let addr = self.addr().await.map_err(|e| e.to_string())?;
-        addr.send(Discover)
+    pub async fn discover(&self) -> Result<Arc<Catalogue>, DiscoverError> {
+        let addr = self
+            .addr()
             .await
-            .map_err(|e| format!("the connection actor stopped during discovery ({e})"))?
+            .map_err(|e| DiscoverError::Unreachable(e.to_string()))?;
+        addr.send(Discover).await.map_err(|e| {
+            DiscoverError::Unreachable(format!(
+                "the connection actor stopped during discovery ({e})"
+            ))
+        })?
     }
 
     /// Tell the connection who owns it and what it advertises; with `check_saved` it dials

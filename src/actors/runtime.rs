@@ -437,12 +437,20 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
     // Every connection started above is owned by `servers` or by this list: an early
     // return drops them, and dropping a handle closes its connection and process.
     for (r, conn, outcome, probe) in futures_util::future::join_all(pending).await {
-        if let Ok(cat) = &outcome {
-            // A catalogue over the size limit is bad configuration: nothing is swapped in.
-            save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await?;
+        // A catalogue over the size limit is bad configuration: nothing is swapped in.
+        match &outcome {
+            Ok(cat) => save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await?,
+            Err(e) if e.too_large() => {
+                return Err(PrepareError::Settings(format!(
+                    "MCP server {:?}: {e}",
+                    r.config.name
+                )))
+            }
+            Err(_) => {}
         }
         if let Some(tx) = probe {
-            probes.record(&r.fingerprint, tx, outcome.clone().map(|_| ()));
+            let r2 = outcome.as_ref().map(|_| ()).map_err(|e| e.to_string());
+            probes.record(&r.fingerprint, tx, r2);
         }
         match outcome {
             Ok(cat) => servers.push(PreparedServer {
@@ -450,9 +458,9 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
                 catalogue: Some(cat),
                 ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
             }),
-            Err(reason) => {
+            Err(e) => {
                 conn.close();
-                servers.push(left_out(&r, &reason, &mut warnings));
+                servers.push(left_out(&r, &e.to_string(), &mut warnings));
             }
         }
     }

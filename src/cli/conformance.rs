@@ -23,7 +23,7 @@
 //! (the mock servers are made to bind 127.0.0.1, and tests talk to loopback IPv4 only).
 
 use crate::client::handshake::{self, ServerHello};
-use crate::client::{discovery, McpClient, RpcError};
+use crate::client::{discovery, McpClient};
 use crate::protocol::headers;
 use crate::protocol::model::Catalogue;
 use crate::transport::http::{HttpSpec, HttpTransport};
@@ -268,7 +268,7 @@ impl Run {
         }
         let cat = discovery::discover(&self.client, &hello, REQUEST_TIMEOUT)
             .await
-            .map_err(|e: RpcError| format!("listing the catalogue failed: {e}"))?;
+            .map_err(|e| format!("listing the catalogue failed: {e}"))?;
         note(&format!(
             "catalogue: {} tools, {} resources, {} resource templates, {} prompts",
             cat.tools.len(),

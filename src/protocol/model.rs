@@ -56,3 +56,7 @@ pub fn result_type(result: &Value) -> &str {
         .and_then(Value::as_str)
         .unwrap_or("complete")
 }
+
+/// The largest catalogue (its JSON text) a server may have: past it, discovery stops and the
+/// catalogue is neither saved nor advertised.
+pub const MAX_CATALOGUE_BYTES: usize = 8 * 1024 * 1024;

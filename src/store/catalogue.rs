@@ -45,7 +45,7 @@ use diesel::pg::PgConnection;
 /// The largest catalogue saved, measured as its serialized JSON. Discovery follows at most
 /// 100 pages per list, so a real server stays far below it; a server that sends more is
 /// refused rather than stored (and the preparation that found it fails, naming the server).
-pub const MAX_CATALOGUE_BYTES: usize = 8 * 1024 * 1024;
+pub const MAX_CATALOGUE_BYTES: usize = crate::protocol::model::MAX_CATALOGUE_BYTES;
 
 /// The embedded migrations (`migrations/` at the top of the repository).
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");

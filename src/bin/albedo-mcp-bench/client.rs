@@ -150,7 +150,14 @@ async fn drive(job: Value) -> Value {
     if let Err(e) = handshake::handshake(&client, Duration::from_secs(30)).await {
         return json!({"error": format!("connect: {e}")});
     }
-    if let Err(e) = discovery::list_all(&client, "tools/list", "tools", CALL_TIMEOUT).await {
+    if let Err(e) = discovery::list_all(
+        &client,
+        "tools/list",
+        "tools",
+        &discovery::Budget::new(CALL_TIMEOUT),
+    )
+    .await
+    {
         return json!({"error": format!("tools/list: {e}")});
     }
     let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
