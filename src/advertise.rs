@@ -205,6 +205,9 @@ pub fn advertise(
 ) -> Vec<AdvertisedTool> {
     let server = &config.name;
     let mut out = Vec::new();
+    let resources = cat.has_resources() || !cat.resources.is_empty();
+    let prompts = cat.has_prompts() || !cat.prompts.is_empty();
+    let mut seen = std::collections::HashSet::new();
     for t in &cat.tools {
         let Some(tool) = t.get("name").and_then(Value::as_str) else {
             warnings.push(format!(
@@ -215,7 +218,26 @@ pub fn advertise(
         if !config.tool_allowed(tool) {
             continue;
         }
-        let name = format!("mcp__{server}__{tool}");
+        if !seen.insert(tool) {
+            warnings.push(format!(
+                "server {server:?}: a second tool named {:?} was left out (tool names must be unique)",
+                bound_text(tool, 128)
+            ));
+            continue;
+        }
+        // A server tool named like a built-in operation this server gets keeps a distinct
+        // name: the built-in keeps the documented one.
+        let builtin = (tool == "read_resource" && resources) || (tool == "get_prompt" && prompts);
+        let name = if builtin {
+            let renamed = format!("mcp__{server}__{tool}_tool");
+            warnings.push(format!(
+                "server {server:?}: its tool {tool:?} is advertised as {renamed:?}, since {:?} is the built-in operation",
+                format!("mcp__{server}__{tool}")
+            ));
+            renamed
+        } else {
+            format!("mcp__{server}__{tool}")
+        };
         if !valid_tool_name(&name) {
             warnings.push(format!(
                 "server {server:?}: tool {tool:?} was left out: {name:?} is not a valid tool name"
@@ -257,7 +279,7 @@ pub fn advertise(
             json: OnceLock::new(),
         });
     }
-    if cat.has_resources() || !cat.resources.is_empty() {
+    if resources {
         let mut listed: Vec<String> = cat
             .resources
             .iter()
@@ -301,7 +323,7 @@ pub fn advertise(
             json: OnceLock::new(),
         });
     }
-    if cat.has_prompts() || !cat.prompts.is_empty() {
+    if prompts {
         let listed: Vec<String> = cat
             .prompts
             .iter()
