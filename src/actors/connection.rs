@@ -18,8 +18,9 @@ use crate::client::{ClientEvent, McpClient, RpcError};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::headers::ParamHeader;
 use crate::protocol::model::Catalogue;
+use crate::protocol::text::Redactor;
 use crate::protocol::ErrorObject;
-use crate::store::settings::{ResolvedServer, ResolvedTransport};
+use crate::store::settings::{ResolvedServer, ResolvedTransport, TransportConfig};
 use crate::transport::stdio::{StdioSpec, StdioTransport};
 use crate::transport::{SharedTransport, TransportError, TransportKind};
 use actix::prelude::*;
@@ -227,40 +228,85 @@ pub struct CatalogueChanged {
     pub catalogue: Result<Arc<Catalogue>, String>,
 }
 
-/// Why dialling and discovering a server gave no catalogue.
+/// Why dialling and discovering a server gave no catalogue: a message already cleaned of
+/// the server's secrets and control characters, and what kind of failure it was.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum DiscoverError {
-    #[error(transparent)]
-    Connect(#[from] HandshakeError),
-    #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
-    /// The connection could not be reached (closed, failed, or it stopped meanwhile).
-    #[error("{0}")]
-    Unreachable(String),
+#[error("{message}")]
+pub struct DiscoverError {
+    pub message: String,
+    too_large: bool,
+    needs_sign_in: bool,
 }
 
 impl DiscoverError {
+    /// The connection could not be reached (closed, failed, or it stopped meanwhile).
+    pub fn unreachable(message: impl Into<String>) -> DiscoverError {
+        DiscoverError {
+            message: message.into(),
+            too_large: false,
+            needs_sign_in: false,
+        }
+    }
+
+    fn connect(e: &HandshakeError, redact: &Redactor) -> DiscoverError {
+        DiscoverError {
+            message: redact.clean(&e.to_string()),
+            too_large: false,
+            needs_sign_in: matches!(e, HandshakeError::NeedsAuth { .. }),
+        }
+    }
+
+    fn discovery(e: &DiscoveryError, redact: &Redactor) -> DiscoverError {
+        DiscoverError {
+            message: redact.clean(&e.to_string()),
+            too_large: matches!(e, DiscoveryError::TooLarge { .. }),
+            needs_sign_in: false,
+        }
+    }
+
     /// A catalogue over the limit: bad configuration that fails a preparation, not a
     /// server to leave out.
     pub fn too_large(&self) -> bool {
-        matches!(
-            self,
-            DiscoverError::Discovery(DiscoveryError::TooLarge { .. })
-        )
+        self.too_large
     }
 
     /// The server asked for a sign-in.
     pub fn needs_sign_in(&self) -> bool {
-        matches!(
-            self,
-            DiscoverError::Connect(HandshakeError::NeedsAuth { .. })
-        )
+        self.needs_sign_in
     }
+}
+
+/// Every secret value of a server's configuration: the env values it names (not `HOME`,
+/// `PATH`, `TMPDIR`), its header values, and a bearer token alone.
+fn secret_values(server: &ResolvedServer) -> Vec<String> {
+    let mut out = Vec::new();
+    match (&server.transport, &server.config.transport) {
+        (ResolvedTransport::Stdio { env, .. }, TransportConfig::Stdio { env: named, .. }) => {
+            for k in named.keys() {
+                if let Some(v) = env.get(k) {
+                    out.push(v.expose().to_owned());
+                }
+            }
+        }
+        (ResolvedTransport::Http { headers, .. }, _) => {
+            for (_, v) in headers {
+                let v = v.expose();
+                out.push(v.to_owned());
+                if let Some(token) = v.strip_prefix("Bearer ") {
+                    out.push(token.to_owned());
+                }
+            }
+        }
+        _ => {}
+    }
+    out
 }
 
 struct Link {
     server: Arc<ResolvedServer>,
     ctx: ConnContext,
+    /// Cleans everything the server says before it leaves the connection.
+    redact: Redactor,
     client: RefCell<Option<(McpClient, ServerHello)>>,
     dial_lock: tokio::sync::Mutex<()>,
     events: mpsc::UnboundedSender<ClientEvent>,
@@ -296,6 +342,7 @@ impl Link {
         events: mpsc::UnboundedSender<ClientEvent>,
     ) -> Rc<Link> {
         Rc::new(Link {
+            redact: Redactor::new(secret_values(&server)),
             server,
             ctx,
             client: RefCell::new(None),
@@ -385,7 +432,7 @@ impl Link {
             }
             Err(e) => {
                 *self.state.borrow_mut() = LinkState::Unavailable;
-                *self.last_error.borrow_mut() = Some(e.to_string());
+                *self.last_error.borrow_mut() = Some(self.redact.clean(&e.to_string()));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
             }
@@ -461,10 +508,15 @@ impl Link {
     }
 
     async fn discover(self: &Rc<Self>) -> Result<Catalogue, DiscoverError> {
-        let (client, hello) = self.client().await?;
+        let (client, hello) = self
+            .client()
+            .await
+            .map_err(|e| DiscoverError::connect(&e, &self.redact))?;
         let cat = {
             let _permit = self.ctx.dials.acquire().await;
-            discovery::discover(&client, &hello, self.startup_timeout()).await?
+            discovery::discover(&client, &hello, self.startup_timeout())
+                .await
+                .map_err(|e| DiscoverError::discovery(&e, &self.redact))?
         };
         self.learn_headers(&cat);
         Ok(cat)
@@ -489,7 +541,16 @@ impl Link {
         *self.headers.borrow_mut() = map;
     }
 
+    /// A call; every error that leaves is cleaned of the server's secrets and control
+    /// characters (a server may echo a secret it was sent in its error).
     async fn call(self: Rc<Self>, target: CallTarget) -> Result<Value, CallError> {
+        let redact = self.redact.clone();
+        self.call_raw(target)
+            .await
+            .map_err(|e| clean_call_error(e, &redact))
+    }
+
+    async fn call_raw(self: Rc<Self>, target: CallTarget) -> Result<Value, CallError> {
         let server = self.name().to_owned();
         let dial = tokio::time::timeout(self.startup_timeout(), self.client()).await;
         let (client, _) = match dial {
@@ -570,6 +631,36 @@ impl Link {
             }
             Err(RpcError::Invalid(reason)) => Err(CallError::Invalid { server, reason }),
         }
+    }
+}
+
+/// `e` with its reasons and the server's error message and data cleaned by `redact`.
+fn clean_call_error(e: CallError, redact: &Redactor) -> CallError {
+    match e {
+        CallError::Unavailable { server, reason } => CallError::Unavailable {
+            server,
+            reason: redact.clean(&reason),
+        },
+        CallError::NotRun { server, reason } => CallError::NotRun {
+            server,
+            reason: redact.clean(&reason),
+        },
+        CallError::Unknown { server, reason } => CallError::Unknown {
+            server,
+            reason: redact.clean(&reason),
+        },
+        CallError::Invalid { server, reason } => CallError::Invalid {
+            server,
+            reason: redact.clean(&reason),
+        },
+        CallError::Server { server, mut error } => {
+            error.message = redact.clean(&error.message);
+            if let Some(d) = error.data.as_mut() {
+                redact.redact_json(d);
+            }
+            CallError::Server { server, error }
+        }
+        e @ CallError::NoSuchTool(_) => e,
     }
 }
 
@@ -816,6 +907,7 @@ impl StreamHandler<ClientEvent> for Connection {
                 self.background_discovery(ctx);
             }
             ClientEvent::Closed(reason) => {
+                let reason = self.link.redact.clean(&reason);
                 tracing::info!(server = %self.server.config.name, %reason, "connection closed");
                 *self.link.last_error.borrow_mut() = Some(reason);
                 if !self.shared.is_closed() {
@@ -845,8 +937,8 @@ impl Handler<Discover> for Connection {
 
     fn handle(&mut self, _: Discover, _ctx: &mut Self::Context) -> Self::Result {
         if self.shared.is_closed() {
-            return Box::pin(actix::fut::ready(Err(DiscoverError::Unreachable(
-                "the connection was closed".into(),
+            return Box::pin(actix::fut::ready(Err(DiscoverError::unreachable(
+                "the connection was closed",
             ))));
         }
         let link = self.link.clone();

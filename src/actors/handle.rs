@@ -151,9 +151,9 @@ impl ConnHandle {
         let addr = self
             .addr()
             .await
-            .map_err(|e| DiscoverError::Unreachable(e.to_string()))?;
+            .map_err(|e| DiscoverError::unreachable(e.to_string()))?;
         addr.send(Discover).await.map_err(|e| {
-            DiscoverError::Unreachable(format!(
+            DiscoverError::unreachable(format!(
                 "the connection actor stopped during discovery ({e})"
             ))
         })?
