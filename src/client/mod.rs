@@ -1,7 +1,9 @@
 //! The MCP client core for one server, shared by every transport, by the daemon's Connection
 //! actor and by the conformance client: it numbers requests, matches responses, answers the
 //! server's own requests, times requests out and cancels them, and decorates requests for the
-//! negotiated era. `handshake` finds the era and opens the connection; `discovery` lists the
+//! negotiated era. It tells a request that never left (`NotSent`) from one the server may have
+//! seen and whose answer will not come (`Lost`: the connection closed or broke, or the server
+//! cancelled it). `handshake` finds the era and opens the connection; `discovery` lists the
 //! catalogue.
 //!
 //! Owns: the pending-request table and the era of one connection. Must not touch: actors, the
@@ -195,8 +197,10 @@ impl McpClient {
         if let Some(t) = self.inner.transport.get() {
             t.close();
         }
+        // Every request still waiting was handed to the transport: the server may have seen
+        // it, so its outcome is unknown (`Lost`), never "not sent".
         self.inner.fail_all(TransportError::Closed(
-            "the connection was closed".to_owned(),
+            "the connection was closed before the answer came".to_owned(),
         ));
     }
 
@@ -503,6 +507,39 @@ impl WriteJson for ModernParams<'_> {
     }
 }
 
+/// The answer for a request that was handed to the transport when the whole connection ended
+/// (the client closed it, or the transport reported `Closed`): unknown (`Lost`), unless the
+/// transport says nothing ever reached a server (the server process could not be started, or
+/// no connection could be made).
+fn in_flight_outcome(error: TransportError) -> RpcError {
+    match error {
+        TransportError::Spawn(_) | TransportError::Connect(_) => RpcError::NotSent(error),
+        _ => RpcError::Lost(error),
+    }
+}
+
+/// The longest part of a server's cancellation reason that is kept.
+const CANCEL_REASON_CHARS: usize = 200;
+
+/// The answer for one of our requests that the server cancelled (`notifications/cancelled`):
+/// its outcome is unknown. The server's reason is kept, without control characters and cut
+/// to 200 characters.
+fn server_cancelled(reason: Option<&str>) -> RpcError {
+    let reason: String = reason
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(CANCEL_REASON_CHARS)
+        .collect();
+    let reason = reason.trim();
+    let text = if reason.is_empty() {
+        "the server cancelled the request".to_owned()
+    } else {
+        format!("the server cancelled the request: {reason}")
+    };
+    RpcError::Lost(TransportError::Lost(text))
+}
+
 impl Inner {
     /// A response arrived: note its place in the order (while that is tracked) and take its
     /// waiter.
@@ -531,12 +568,7 @@ impl Inner {
             Err(_) => Vec::new(),
         };
         for (_, tx) in drained {
-            let e = if error.maybe_delivered() {
-                RpcError::Lost(error.clone())
-            } else {
-                RpcError::NotSent(error.clone())
-            };
-            let _ = tx.send(Err(e));
+            let _ = tx.send(Err(in_flight_outcome(error.clone())));
         }
     }
 
@@ -591,17 +623,16 @@ impl Inner {
                 if let Some(k) = kind {
                     let _ = self.events.send(ClientEvent::ListChanged(k));
                 } else if method == "notifications/cancelled" {
-                    // A server ending a subscription, or cancelling its own request.
-                    if let Some(id) = params
-                        .as_ref()
+                    // A server ending a subscription, or giving up on one of our requests. It
+                    // may have acted on the request before it stopped: the outcome is unknown.
+                    let p = params.as_ref();
+                    if let Some(id) = p
                         .and_then(|p| p.get("requestId"))
                         .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())
                     {
                         if let Some(tx) = self.take_pending(&id) {
-                            let _ = tx.send(Err(RpcError::Server(ErrorObject::new(
-                                jsonrpc::INTERNAL_ERROR,
-                                "the server cancelled the request",
-                            ))));
+                            let reason = p.and_then(|p| p.get("reason")).and_then(Value::as_str);
+                            let _ = tx.send(Err(server_cancelled(reason)));
                         }
                     }
                 } else {
@@ -740,6 +771,106 @@ mod tests {
         let (sent, r) = refused_once(ProtocolVersion::legacy("2025-11-25"), &["2026-07-28"]).await;
         assert_eq!(sent.len(), 1);
         assert!(matches!(r, Err(RpcError::Server(_))), "{r:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closing_the_client_leaves_requests_in_flight_lost_not_unsent() {
+        let (client, _sink, _events) = McpClient::new();
+        let rec = Arc::new(Recorder::default());
+        client.attach(rec.clone());
+        let (a, arx) = client
+            .start_request_as("tools/call", Some(json!({"name": "a"})), None)
+            .unwrap();
+        let (_b, brx) = client
+            .start_request_as("tools/call", Some(json!({"name": "b"})), None)
+            .unwrap();
+        // One times out (and is cancelled), then the client closes.
+        let r = client
+            .finish_request(a, arx, Duration::from_millis(50))
+            .await;
+        assert!(matches!(r, Err(RpcError::Timeout(_))), "{r:?}");
+        client.close();
+        let r = brx.await.expect("the other request is answered");
+        assert!(
+            matches!(&r, Err(e @ RpcError::Lost(_)) if e.outcome_unknown()),
+            "written to the server, so its outcome is unknown: {r:?}"
+        );
+        // A request started after the close never leaves: that one is not sent.
+        let r = client.start_request_as("tools/call", None, None);
+        assert!(matches!(r, Err(RpcError::NotSent(_))), "{:?}", r.err());
+    }
+
+    #[tokio::test]
+    async fn a_closed_transport_leaves_requests_lost_unless_nothing_could_go_out() {
+        let cases = [
+            (TransportError::SessionExpired(404), true),
+            (
+                TransportError::Lost("the server closed its output".into()),
+                true,
+            ),
+            (TransportError::Closed("gone".into()), true),
+            (TransportError::Spawn("no such command".into()), false),
+            (TransportError::Connect("refused".into()), false),
+        ];
+        for (error, lost) in cases {
+            let (client, sink, mut events) = McpClient::new();
+            client.attach(Arc::new(Recorder::default()));
+            let (_, rx) = client.start_request_as("tools/call", None, None).unwrap();
+            sink.deliver(Inbound::Closed(error.clone()));
+            let r = rx.await.expect("answered");
+            if lost {
+                assert!(matches!(r, Err(RpcError::Lost(_))), "{error:?}: {r:?}");
+            } else {
+                assert!(matches!(r, Err(RpcError::NotSent(_))), "{error:?}: {r:?}");
+            }
+            assert!(matches!(events.try_recv(), Ok(ClientEvent::Closed(_))));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_the_server_cancels_has_an_unknown_outcome_and_a_clean_reason() {
+        let long = format!("bad\u{7}\r\nthing{}", "x".repeat(300));
+        let cases = [
+            (
+                Some(json!(long)),
+                format!(
+                    "the server cancelled the request: badthing{}",
+                    "x".repeat(192)
+                ),
+            ),
+            (
+                Some(json!("  shutting down ")),
+                "the server cancelled the request: shutting down".to_owned(),
+            ),
+            (None, "the server cancelled the request".to_owned()),
+            (
+                Some(json!(42)),
+                "the server cancelled the request".to_owned(),
+            ),
+        ];
+        for (reason, want) in cases {
+            let (client, sink, _events) = McpClient::new();
+            client.attach(Arc::new(Recorder::default()));
+            let (id, rx) = client.start_request_as("tools/call", None, None).unwrap();
+            let mut params = json!({ "requestId": id });
+            if let Some(r) = reason {
+                params["reason"] = r;
+            }
+            sink.deliver(Inbound::Message(Message::Notification {
+                method: "notifications/cancelled".into(),
+                params: Some(params),
+            }));
+            match rx.await.expect("answered") {
+                Err(e @ RpcError::Lost(TransportError::Lost(_))) => {
+                    assert!(e.outcome_unknown());
+                    let RpcError::Lost(TransportError::Lost(text)) = e else {
+                        unreachable!()
+                    };
+                    assert_eq!(text, want);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
