@@ -15,8 +15,12 @@
 //! What it does, by scenario ([`plan`]): connect; list; then call the tools the context
 //! names (`toolCalls`), or echo a tool's input schema back (`json-schema-2020-12-preservation`),
 //! or call every usable tool with arguments made up from its schema, read every resource and
-//! get every prompt. It exits 0 when all of that worked, 1 with a message on stderr otherwise,
-//! 2 for a bad command line or environment. Unlike the daemon it does not open the listening
+//! get every prompt. A request that fails does not stop the others (the runner judges every
+//! request the scenario expects). A 2026-07-28 `input_required` that asks only for its
+//! `requestState` back is followed by the client core, as in the daemon; one that asks for
+//! input (`inputRequests`) fails the request, since albedo declares no client capabilities.
+//! It exits 0 when all of that worked, 1 with a message on stderr otherwise, 2 for a bad
+//! command line or environment. Unlike the daemon it does not open the listening
 //! GET stream nor `subscriptions/listen`: it makes its calls and leaves.
 //!
 //! The runner prints `http://localhost:PORT`; the host `localhost` is dialled as 127.0.0.1
@@ -277,26 +281,28 @@ impl Run {
             cat.prompts.len()
         ));
         let tools = usable_tools(&cat);
+        let mut failed = Failures::default();
         match plan {
             Plan::ListOnly => {}
             Plan::CallTools | Plan::Exercise => {
                 for (name, schema, hs) in &tools {
                     let params = json!({"name": name, "arguments": example_arguments(schema)});
-                    self.request("tools/call", params, hs).await?;
+                    failed.note(self.request("tools/call", params, hs).await);
                 }
                 if *plan == Plan::Exercise {
-                    self.read_and_get(&cat).await?;
+                    self.read_and_get(&cat, &mut failed).await;
                 }
             }
             Plan::Calls(calls) => {
                 for (name, args) in calls {
                     let Some((_, _, hs)) = tools.iter().find(|(n, _, _)| n == name) else {
-                        return Err(format!(
+                        failed.add(format!(
                             "the runner asks for tool {name:?}, which the server does not offer usably"
                         ));
+                        continue;
                     };
                     let params = json!({"name": name, "arguments": args});
-                    self.request("tools/call", params, hs).await?;
+                    failed.note(self.request("tools/call", params, hs).await);
                 }
             }
             Plan::EchoSchema { source, tool } => {
@@ -311,17 +317,19 @@ impl Run {
                     return Err(format!("the server offers no usable tool {tool:?}"));
                 };
                 let params = json!({"name": tool, "arguments": {"schema": schema}});
-                self.request("tools/call", params, hs).await?;
+                failed.note(self.request("tools/call", params, hs).await);
             }
         }
-        Ok(())
+        failed.outcome()
     }
 
-    async fn read_and_get(&self, cat: &Catalogue) -> Result<(), String> {
+    async fn read_and_get(&self, cat: &Catalogue, failed: &mut Failures) {
         for r in &cat.resources {
             if let Some(uri) = r.get("uri").and_then(Value::as_str) {
-                self.request("resources/read", json!({ "uri": uri }), &[])
-                    .await?;
+                failed.note(
+                    self.request("resources/read", json!({ "uri": uri }), &[])
+                        .await,
+                );
             }
         }
         for p in &cat.prompts {
@@ -330,10 +338,39 @@ impl Run {
                 if let Some(args) = example_prompt_arguments(p) {
                     params["arguments"] = args;
                 }
-                self.request("prompts/get", params, &[]).await?;
+                failed.note(self.request("prompts/get", params, &[]).await);
             }
         }
-        Ok(())
+    }
+}
+
+/// The requests of a run that failed. A failed request does not stop the run, as a failed
+/// call does not stop a session's other calls: the runner sees every request the scenario
+/// expects, and the run still fails.
+#[derive(Debug, Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    fn note<T>(&mut self, r: Result<T, String>) {
+        if let Err(e) = r {
+            self.add(e);
+        }
+    }
+
+    fn add(&mut self, e: String) {
+        note(&e);
+        self.0.push(e);
+    }
+
+    fn outcome(self) -> Result<(), String> {
+        match self.0.as_slice() {
+            [] => Ok(()),
+            [only] => Err(only.clone()),
+            [first, ..] => Err(format!(
+                "{} requests failed, the first: {first}",
+                self.0.len()
+            )),
+        }
     }
 }
 
@@ -439,6 +476,22 @@ mod tests {
                    "o": {"k": "conformance"}})
         );
         assert_eq!(example_arguments(&json!({"type": "object"})), json!({}));
+    }
+
+    #[test]
+    fn failed_requests_are_all_kept_and_the_first_is_named() {
+        assert_eq!(Failures::default().outcome(), Ok(()));
+        let mut f = Failures::default();
+        f.note(Ok::<_, String>(()));
+        f.note::<()>(Err("a failed".into()));
+        assert_eq!(f.outcome(), Err("a failed".to_owned()));
+        let mut f = Failures::default();
+        f.add("a failed".into());
+        f.note::<()>(Err("b failed".into()));
+        assert_eq!(
+            f.outcome(),
+            Err("2 requests failed, the first: a failed".to_owned())
+        );
     }
 
     #[test]

@@ -1,8 +1,13 @@
 //! The MCP client core for one server, shared by every transport, by the daemon's Connection
 //! actor and by the conformance client: it numbers requests, matches responses, answers the
 //! server's own requests, times requests out and cancels them, and decorates requests for the
-//! negotiated era. `handshake` finds the era and opens the connection; `discovery` lists the
-//! catalogue.
+//! negotiated era. It tells a request that never left (`NotSent`) from one the server may have
+//! seen and whose answer will not come (`Lost`: the connection closed or broke, or the server
+//! cancelled it). A 2026-07-28 `input_required` result that asks only for its `requestState`
+//! back is followed in [`McpClient::request_with`] (at most 8 rounds, within the call's
+//! deadline); one that asks for input (`inputRequests`) is left to the caller to refuse, since
+//! albedo declares no client capabilities. `handshake` finds the era and opens the connection;
+//! `discovery` lists the catalogue.
 //!
 //! Owns: the pending-request table and the era of one connection. Must not touch: actors, the
 //! HTTP API, storage; it drives a transport only through [`crate::transport::Transport`].
@@ -15,6 +20,7 @@ use crate::protocol::era::{self, Era, ProtocolVersion};
 use crate::protocol::headers::{self, ParamHeader};
 use crate::protocol::json_write::{self, WriteJson};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
+use crate::protocol::model::result_type;
 use crate::transport::{
     Inbound, InboundSink, OutKind, Outbound, SharedTransport, TransportError, TransportKind,
 };
@@ -195,8 +201,10 @@ impl McpClient {
         if let Some(t) = self.inner.transport.get() {
             t.close();
         }
+        // Every request still waiting was handed to the transport: the server may have seen
+        // it, so its outcome is unknown (`Lost`), never "not sent".
         self.inner.fail_all(TransportError::Closed(
-            "the connection was closed".to_owned(),
+            "the connection was closed before the answer came".to_owned(),
         ));
     }
 
@@ -238,7 +246,10 @@ impl McpClient {
 
     /// Send a request, mirroring arguments into `Mcp-Param-*` headers as `param_headers` say.
     /// A modern server's `-32022` (unsupported version) is answered by sending the request
-    /// again, once, as a version the server named and albedo speaks in that era.
+    /// again, once, as a version the server named and albedo speaks in that era. A modern
+    /// `input_required` result that carries only `requestState` is followed at once (see
+    /// [`MAX_STATE_ROUNDS`]); one that carries `inputRequests` is returned as it is, for the
+    /// caller to refuse. `timeout` bounds the whole exchange, every round included.
     pub async fn request_with(
         &self,
         method: &str,
@@ -247,22 +258,73 @@ impl McpClient {
         param_headers: &[ParamHeader],
     ) -> Result<Value, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let modern = self.inner.era.get().map(|p| p.era) == Some(Era::Modern);
-        let (id, rx) = self.start_request(method, params.as_ref(), param_headers, None)?;
-        match self.finish_request(id, rx, timeout).await {
-            Err(RpcError::Server(e))
-                if modern && e.code == jsonrpc::UNSUPPORTED_PROTOCOL_VERSION =>
-            {
-                let Some(pv) = modern_retry_version(&e) else {
-                    return Err(RpcError::Server(e));
-                };
-                tracing::debug!(%method, version = %pv.version, "unsupported version; sending the request again");
-                let (id, rx) =
-                    self.start_request(method, params.as_ref(), param_headers, Some(&pv))?;
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                self.finish_request(id, rx, left).await
+        let mut as_version: Option<ProtocolVersion> = None;
+        let mut state: Option<String> = None;
+        let mut state_rounds = 0;
+        let mut first = true;
+        loop {
+            let modern =
+                as_version.as_ref().or(self.inner.era.get()).map(|p| p.era) == Some(Era::Modern);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !first && left.is_zero() {
+                // The time ran out between rounds: nothing more is sent.
+                return Err(RpcError::Timeout(timeout));
             }
-            r => r,
+            first = false;
+            let started = self.start_request_with_state(
+                method,
+                params.as_ref(),
+                param_headers,
+                as_version.as_ref(),
+                state.as_deref(),
+            );
+            let (id, rx) = match started {
+                Ok(x) => x,
+                // The server already holds an earlier round of this request, which it may
+                // have acted on: a later round that cannot leave leaves the outcome unknown.
+                Err(RpcError::NotSent(e)) if state_rounds > 0 => return Err(RpcError::Lost(e)),
+                Err(e) => return Err(e),
+            };
+            let result = match self.finish_request(id, rx, left).await {
+                Ok(v) => v,
+                Err(RpcError::Server(e))
+                    if modern
+                        && as_version.is_none()
+                        && e.code == jsonrpc::UNSUPPORTED_PROTOCOL_VERSION =>
+                {
+                    let Some(pv) = modern_retry_version(&e) else {
+                        return Err(RpcError::Server(e));
+                    };
+                    tracing::debug!(%method, version = %pv.version, "unsupported version; sending the request again");
+                    as_version = Some(pv);
+                    continue;
+                }
+                Err(RpcError::Timeout(_)) => return Err(RpcError::Timeout(timeout)),
+                Err(e) => return Err(e),
+            };
+            if !(modern && MRTR_METHODS.contains(&method)) {
+                return Ok(result);
+            }
+            match state_only(&result)? {
+                None => return Ok(result),
+                Some(s) => {
+                    // Not a retry of a failed call: the spec's continuation of the same
+                    // request (MRTR). The server asked for nothing but its own state back,
+                    // which needs no client capability; the request goes again at once, with
+                    // a new id and `requestState` echoed exactly.
+                    if state_rounds == MAX_STATE_ROUNDS {
+                        return Err(RpcError::Invalid(format!(
+                            "{method}: the server answered input_required with only requestState \
+                             {} times in a row; albedo sends the request again at most \
+                             {MAX_STATE_ROUNDS} times",
+                            MAX_STATE_ROUNDS + 1
+                        )));
+                    }
+                    state_rounds += 1;
+                    tracing::debug!(%method, round = state_rounds, "input_required with only requestState; sending the request again with it");
+                    state = Some(s.to_owned());
+                }
+            }
         }
     }
 
@@ -285,6 +347,19 @@ impl McpClient {
         params: Option<&Value>,
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
+    ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+        self.start_request_with_state(method, params, param_headers, as_version, None)
+    }
+
+    /// [`Self::start_request`], with a 2026-07-28 `requestState` to echo in the params (which
+    /// then carry no `requestState` or `inputResponses` of the caller's).
+    fn start_request_with_state(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        param_headers: &[ParamHeader],
+        as_version: Option<&ProtocolVersion>,
+        request_state: Option<&str>,
     ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
         let transport = self.transport().map_err(RpcError::NotSent)?;
         if let Some(reason) = self.closed_reason() {
@@ -325,6 +400,7 @@ impl McpClient {
                 &ModernParams {
                     params,
                     version: &p.version,
+                    request_state,
                 },
             ),
             None => jsonrpc::request_bytes(&id, method, params),
@@ -435,6 +511,40 @@ impl McpClient {
     }
 }
 
+/// The requests a 2026-07-28 server may answer with `input_required` (MRTR).
+const MRTR_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
+
+/// How many times in a row a request is sent again for an `input_required` result that
+/// carries only `requestState`; the answer to the last of them must be something else.
+pub const MAX_STATE_ROUNDS: usize = 8;
+
+/// The `requestState` of an `input_required` result that asks for nothing else (no
+/// `inputRequests`, or an empty map): the request is sent again with it. `None` for any other
+/// result (complete, or asking for input albedo cannot give: the caller refuses it); an
+/// error for an `input_required` result that breaks the spec's shape.
+fn state_only(result: &Value) -> Result<Option<&str>, RpcError> {
+    if result_type(result) != "input_required" {
+        return Ok(None);
+    }
+    let asks = match result.get("inputRequests") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(m)) => !m.is_empty(),
+        Some(_) => true,
+    };
+    if asks {
+        return Ok(None);
+    }
+    match result.get("requestState") {
+        Some(Value::String(s)) => Ok(Some(s)),
+        None | Some(Value::Null) => Err(RpcError::Invalid(
+            "an input_required result with neither inputRequests nor requestState".into(),
+        )),
+        Some(_) => Err(RpcError::Invalid(
+            "the requestState of an input_required result is not a string".into(),
+        )),
+    }
+}
+
 /// The version to send a request again as, after a modern server refused it with `-32022`:
 /// one the server named that albedo speaks without a handshake (2026-07-28); `None` when
 /// the server named none (versions only `initialize` opens cannot be switched to mid-way).
@@ -451,10 +561,13 @@ const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabiliti
 
 /// The params of a 2026-07-28 request as they go out: the caller's params (an object; anything
 /// else is replaced by one) with the protocol version, client info and client capabilities
-/// merged into `_meta`, written straight from the borrowed value.
+/// merged into `_meta`, written straight from the borrowed value. With `request_state`, the
+/// request answers a state-only `input_required`: the state is echoed as `requestState`, and
+/// the caller's own `requestState` and `inputResponses`, if any, are left out.
 pub struct ModernParams<'a> {
     pub params: Option<&'a Value>,
     pub version: &'a str,
+    pub request_state: Option<&'a str>,
 }
 
 impl WriteJson for ModernParams<'_> {
@@ -467,8 +580,17 @@ impl WriteJson for ModernParams<'_> {
             out.push(b',');
         };
         out.push(b'{');
-        for (k, v) in obj.into_iter().flatten().filter(|(k, _)| *k != "_meta") {
+        let continued = self.request_state.is_some();
+        let skip =
+            |k: &str| k == "_meta" || (continued && (k == "requestState" || k == "inputResponses"));
+        for (k, v) in obj.into_iter().flatten().filter(|(k, _)| !skip(k)) {
             entry(out, k, v);
+        }
+        if let Some(state) = self.request_state {
+            json_write::write_str(out, "requestState");
+            out.push(b':');
+            json_write::write_str(out, state);
+            out.push(b',');
         }
         // `_meta`: the caller's own keys, then albedo's (which win).
         out.extend_from_slice(br#""_meta":{"#);
@@ -499,8 +621,43 @@ impl WriteJson for ModernParams<'_> {
     }
 
     fn size_hint(&self) -> usize {
-        self.params.map(|p| p.size_hint()).unwrap_or(0) + 200
+        self.params.map(|p| p.size_hint()).unwrap_or(0)
+            + self.request_state.map(str::len).unwrap_or(0)
+            + 200
     }
+}
+
+/// The answer for a request that was handed to the transport when the whole connection ended
+/// (the client closed it, or the transport reported `Closed`): unknown (`Lost`), unless the
+/// transport says nothing ever reached a server (the server process could not be started, or
+/// no connection could be made).
+fn in_flight_outcome(error: TransportError) -> RpcError {
+    match error {
+        TransportError::Spawn(_) | TransportError::Connect(_) => RpcError::NotSent(error),
+        _ => RpcError::Lost(error),
+    }
+}
+
+/// The longest part of a server's cancellation reason that is kept.
+const CANCEL_REASON_CHARS: usize = 200;
+
+/// The answer for one of our requests that the server cancelled (`notifications/cancelled`):
+/// its outcome is unknown. The server's reason is kept, without control characters and cut
+/// to 200 characters.
+fn server_cancelled(reason: Option<&str>) -> RpcError {
+    let reason: String = reason
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(CANCEL_REASON_CHARS)
+        .collect();
+    let reason = reason.trim();
+    let text = if reason.is_empty() {
+        "the server cancelled the request".to_owned()
+    } else {
+        format!("the server cancelled the request: {reason}")
+    };
+    RpcError::Lost(TransportError::Lost(text))
 }
 
 impl Inner {
@@ -531,12 +688,7 @@ impl Inner {
             Err(_) => Vec::new(),
         };
         for (_, tx) in drained {
-            let e = if error.maybe_delivered() {
-                RpcError::Lost(error.clone())
-            } else {
-                RpcError::NotSent(error.clone())
-            };
-            let _ = tx.send(Err(e));
+            let _ = tx.send(Err(in_flight_outcome(error.clone())));
         }
     }
 
@@ -591,17 +743,16 @@ impl Inner {
                 if let Some(k) = kind {
                     let _ = self.events.send(ClientEvent::ListChanged(k));
                 } else if method == "notifications/cancelled" {
-                    // A server ending a subscription, or cancelling its own request.
-                    if let Some(id) = params
-                        .as_ref()
+                    // A server ending a subscription, or giving up on one of our requests. It
+                    // may have acted on the request before it stopped: the outcome is unknown.
+                    let p = params.as_ref();
+                    if let Some(id) = p
                         .and_then(|p| p.get("requestId"))
                         .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok())
                     {
                         if let Some(tx) = self.take_pending(&id) {
-                            let _ = tx.send(Err(RpcError::Server(ErrorObject::new(
-                                jsonrpc::INTERNAL_ERROR,
-                                "the server cancelled the request",
-                            ))));
+                            let reason = p.and_then(|p| p.get("reason")).and_then(Value::as_str);
+                            let _ = tx.send(Err(server_cancelled(reason)));
                         }
                     }
                 } else {
@@ -742,6 +893,360 @@ mod tests {
         assert!(matches!(r, Err(RpcError::Server(_))), "{r:?}");
     }
 
+    /// A server's answer to the n-th request (from 0) it was sent, given the request's body;
+    /// `None`: no answer.
+    type Script = Box<dyn Fn(usize, &Value) -> Option<Result<Value, ErrorObject>> + Send + Sync>;
+
+    /// A transport that keeps what is sent and answers each request at once, as `script` says.
+    struct Scripted {
+        sent: Mutex<Sent>,
+        sink: OnceLock<Arc<dyn InboundSink>>,
+        script: Script,
+        /// From this request on (counting from 0), `send` fails: the message never leaves.
+        refuse_from: std::sync::atomic::AtomicUsize,
+    }
+
+    impl crate::transport::Transport for Scripted {
+        fn kind(&self) -> TransportKind {
+            TransportKind::Http
+        }
+        fn send(&self, msg: Outbound) -> Result<(), TransportError> {
+            let OutKind::Request { id, .. } = msg.kind else {
+                return Ok(());
+            };
+            let body: Value = serde_json::from_slice(&msg.body).unwrap();
+            let n = {
+                let mut sent = self.sent.lock().unwrap();
+                if sent.len() >= self.refuse_from.load(Ordering::Relaxed) {
+                    return Err(TransportError::Closed("refused".into()));
+                }
+                sent.push((id.clone(), msg.headers, body.clone()));
+                sent.len() - 1
+            };
+            if let (Some(result), Some(sink)) = ((self.script)(n, &body), self.sink.get()) {
+                sink.deliver(Inbound::Message(Message::Response { id, result }));
+            }
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    fn scripted(
+        pv: ProtocolVersion,
+        script: impl Fn(usize, &Value) -> Option<Result<Value, ErrorObject>> + Send + Sync + 'static,
+    ) -> (McpClient, Arc<Scripted>) {
+        let (client, sink, _events) = McpClient::new();
+        let t = Arc::new(Scripted {
+            sent: Mutex::new(Vec::new()),
+            sink: OnceLock::new(),
+            script: Box::new(script),
+            refuse_from: std::sync::atomic::AtomicUsize::new(usize::MAX),
+        });
+        let _ = t.sink.set(sink);
+        client.attach(t.clone());
+        client.set_protocol(pv);
+        (client, t)
+    }
+
+    fn state_only(state: &str) -> Option<Result<Value, ErrorObject>> {
+        Some(Ok(
+            json!({"resultType": "input_required", "requestState": state}),
+        ))
+    }
+
+    fn done() -> Option<Result<Value, ErrorObject>> {
+        Some(Ok(
+            json!({"resultType": "complete", "content": [{"type": "text", "text": "ok"}]}),
+        ))
+    }
+
+    async fn call_tool(client: &McpClient) -> Result<Value, RpcError> {
+        client
+            .request(
+                "tools/call",
+                Some(json!({"name": "t", "arguments": {"a": 1}})),
+                Duration::from_secs(5),
+            )
+            .await
+    }
+
+    /// States no server would pick but any server may: quotes, escapes, line breaks, the
+    /// JavaScript line separators, non-ASCII, an emoji, and the empty string.
+    const STATES: [&str; 3] = ["eyJ\"a\":1}\\n\n\t \u{2028}\u{2029} é 🦀 /+=", "", "second"];
+
+    #[tokio::test]
+    async fn a_state_only_input_required_is_sent_again_with_the_state_echoed_and_a_new_id() {
+        let (client, t) = scripted(ProtocolVersion::modern(), |n, _| match n {
+            0..=2 => state_only(STATES[n]),
+            _ => done(),
+        });
+        let r = call_tool(&client).await.expect("the call completes");
+        assert_eq!(r["content"][0]["text"], "ok");
+        let sent = t.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 4);
+        assert!(
+            sent[0].2["params"].get("requestState").is_none(),
+            "the first request carries no state"
+        );
+        for (i, (id, hdrs, body)) in sent.iter().enumerate() {
+            let p = &body["params"];
+            assert_eq!(p["name"], "t");
+            assert_eq!(p["arguments"], json!({"a": 1}));
+            assert!(p.get("inputResponses").is_none());
+            assert_eq!(
+                p["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                "2026-07-28"
+            );
+            assert!(hdrs.contains(&("Mcp-Name".into(), "t".into())));
+            if i > 0 {
+                assert_eq!(p["requestState"], STATES[i - 1], "round {i}");
+            }
+            for (other, _, _) in &sent[..i] {
+                assert_ne!(other, id, "every round has a new id");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn state_only_rounds_stop_after_eight_resends_with_an_error_that_says_so() {
+        let (client, t) = scripted(ProtocolVersion::modern(), |n, _| {
+            state_only(&format!("s{n}"))
+        });
+        let r = call_tool(&client).await;
+        let sent = t.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1 + MAX_STATE_ROUNDS);
+        assert_eq!(sent[MAX_STATE_ROUNDS].2["params"]["requestState"], "s7");
+        match r {
+            Err(RpcError::Invalid(m)) => {
+                assert!(m.contains("requestState"), "{m}");
+                assert!(m.contains("at most 8 times"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn input_required_with_input_requests_is_returned_for_the_caller_to_refuse() {
+        let asks = json!({"resultType": "input_required",
+            "inputRequests": {"x": {"method": "elicitation/create", "params": {}}},
+            "requestState": "st"});
+        let a = asks.clone();
+        let (client, t) = scripted(ProtocolVersion::modern(), move |_, _| Some(Ok(a.clone())));
+        let r = call_tool(&client).await.expect("an answer");
+        assert_eq!(r, asks);
+        assert_eq!(t.sent.lock().unwrap().len(), 1, "nothing is sent again");
+        assert!(matches!(
+            discovery::check_complete(&r),
+            Err(RpcError::Invalid(_))
+        ));
+
+        // An empty `inputRequests` asks for nothing: the state alone is sent back.
+        let (client, t) = scripted(ProtocolVersion::modern(), |n, _| match n {
+            0 => Some(Ok(json!({"resultType": "input_required",
+                "inputRequests": {}, "requestState": "st"}))),
+            _ => done(),
+        });
+        call_tool(&client).await.expect("the call completes");
+        let sent = t.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(sent[1].2["params"]["requestState"], "st");
+    }
+
+    #[tokio::test]
+    async fn no_state_rounds_outside_mrtr_requests_or_the_modern_era_or_for_a_malformed_result() {
+        // Legacy era: the result is the caller's to judge.
+        let (client, t) = scripted(ProtocolVersion::legacy("2025-11-25"), |_, _| {
+            state_only("st")
+        });
+        let r = call_tool(&client).await.expect("an answer");
+        assert_eq!(r["resultType"], "input_required");
+        assert_eq!(t.sent.lock().unwrap().len(), 1);
+        // A request that may not be answered with input_required.
+        let (client, t) = scripted(ProtocolVersion::modern(), |_, _| state_only("st"));
+        let r = client
+            .request("tools/list", None, Duration::from_secs(5))
+            .await
+            .expect("an answer");
+        assert_eq!(r["resultType"], "input_required");
+        assert_eq!(t.sent.lock().unwrap().len(), 1);
+        // Neither inputRequests nor requestState, or a state that is not a string.
+        for bad in [
+            json!({"resultType": "input_required"}),
+            json!({"resultType": "input_required", "requestState": 7}),
+        ] {
+            let b = bad.clone();
+            let (client, t) = scripted(ProtocolVersion::modern(), move |_, _| Some(Ok(b.clone())));
+            let r = call_tool(&client).await;
+            assert!(matches!(r, Err(RpcError::Invalid(_))), "{bad}: {r:?}");
+            assert_eq!(t.sent.lock().unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_state_round_that_cannot_leave_leaves_the_outcome_unknown() {
+        let (client, t) = scripted(ProtocolVersion::modern(), |_, _| state_only("st"));
+        t.refuse_from.store(1, Ordering::Relaxed);
+        let r = call_tool(&client).await;
+        assert!(
+            matches!(&r, Err(e @ RpcError::Lost(_)) if e.outcome_unknown()),
+            "the server holds the first round: {r:?}"
+        );
+        // The very first round not leaving is simply not sent.
+        let (client, t) = scripted(ProtocolVersion::modern(), |_, _| done());
+        t.refuse_from.store(0, Ordering::Relaxed);
+        assert!(matches!(
+            call_tool(&client).await,
+            Err(RpcError::NotSent(_))
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn state_only_rounds_share_the_call_deadline() {
+        // The first round is answered; the second never is.
+        let (client, t) = scripted(ProtocolVersion::modern(), |n, _| match n {
+            0 => state_only("st"),
+            _ => None,
+        });
+        let timeout = Duration::from_secs(30);
+        let r = client
+            .request(
+                "tools/call",
+                Some(json!({"name": "t", "arguments": {}})),
+                timeout,
+            )
+            .await;
+        assert!(
+            matches!(r, Err(RpcError::Timeout(d)) if d == timeout),
+            "the whole call's timeout is reported: {r:?}"
+        );
+        assert_eq!(t.sent.lock().unwrap().len(), 2);
+        assert!(
+            client.inner.pending.lock().unwrap().is_empty(),
+            "the unanswered round was cancelled"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closing_the_client_leaves_requests_in_flight_lost_not_unsent() {
+        let (client, _sink, _events) = McpClient::new();
+        let rec = Arc::new(Recorder::default());
+        client.attach(rec.clone());
+        let (a, arx) = client
+            .start_request_as("tools/call", Some(json!({"name": "a"})), None)
+            .unwrap();
+        let (_b, brx) = client
+            .start_request_as("tools/call", Some(json!({"name": "b"})), None)
+            .unwrap();
+        // One times out (and is cancelled), then the client closes.
+        let r = client
+            .finish_request(a, arx, Duration::from_millis(50))
+            .await;
+        assert!(matches!(r, Err(RpcError::Timeout(_))), "{r:?}");
+        client.close();
+        let r = brx.await.expect("the other request is answered");
+        assert!(
+            matches!(&r, Err(e @ RpcError::Lost(_)) if e.outcome_unknown()),
+            "written to the server, so its outcome is unknown: {r:?}"
+        );
+        // A request started after the close never leaves: that one is not sent.
+        let r = client.start_request_as("tools/call", None, None);
+        assert!(matches!(r, Err(RpcError::NotSent(_))), "{:?}", r.err());
+    }
+
+    #[tokio::test]
+    async fn a_closed_transport_leaves_requests_lost_unless_nothing_could_go_out() {
+        let cases = [
+            (TransportError::SessionExpired(404), true),
+            (
+                TransportError::Lost("the server closed its output".into()),
+                true,
+            ),
+            (TransportError::Closed("gone".into()), true),
+            (TransportError::Spawn("no such command".into()), false),
+            (TransportError::Connect("refused".into()), false),
+        ];
+        for (error, lost) in cases {
+            let (client, sink, mut events) = McpClient::new();
+            client.attach(Arc::new(Recorder::default()));
+            let (_, rx) = client.start_request_as("tools/call", None, None).unwrap();
+            sink.deliver(Inbound::Closed(error.clone()));
+            let r = rx.await.expect("answered");
+            if lost {
+                assert!(matches!(r, Err(RpcError::Lost(_))), "{error:?}: {r:?}");
+            } else {
+                assert!(matches!(r, Err(RpcError::NotSent(_))), "{error:?}: {r:?}");
+            }
+            assert!(matches!(events.try_recv(), Ok(ClientEvent::Closed(_))));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_the_server_cancels_has_an_unknown_outcome_and_a_clean_reason() {
+        let long = format!("bad\u{7}\r\nthing{}", "x".repeat(300));
+        let cases = [
+            (
+                Some(json!(long)),
+                format!(
+                    "the server cancelled the request: badthing{}",
+                    "x".repeat(192)
+                ),
+            ),
+            (
+                Some(json!("  shutting down ")),
+                "the server cancelled the request: shutting down".to_owned(),
+            ),
+            (None, "the server cancelled the request".to_owned()),
+            (
+                Some(json!(42)),
+                "the server cancelled the request".to_owned(),
+            ),
+        ];
+        for (reason, want) in cases {
+            let (client, sink, _events) = McpClient::new();
+            client.attach(Arc::new(Recorder::default()));
+            let (id, rx) = client.start_request_as("tools/call", None, None).unwrap();
+            let mut params = json!({ "requestId": id });
+            if let Some(r) = reason {
+                params["reason"] = r;
+            }
+            sink.deliver(Inbound::Message(Message::Notification {
+                method: "notifications/cancelled".into(),
+                params: Some(params),
+            }));
+            match rx.await.expect("answered") {
+                Err(e @ RpcError::Lost(TransportError::Lost(_))) => {
+                    assert!(e.outcome_unknown());
+                    let RpcError::Lost(TransportError::Lost(text)) = e else {
+                        unreachable!()
+                    };
+                    assert_eq!(text, want);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn modern_params_echo_a_request_state_in_place_of_the_callers() {
+        let p = json!({"name": "t", "arguments": {"a": 1}, "requestState": "old",
+            "inputResponses": {"x": {}}});
+        let b = jsonrpc::request_bytes_of(
+            &RequestId::Number(3),
+            "tools/call",
+            &ModernParams {
+                params: Some(&p),
+                version: "2026-07-28",
+                request_state: Some("new \"state\""),
+            },
+        );
+        let text = String::from_utf8(b.to_vec()).unwrap();
+        assert_eq!(text.matches("requestState").count(), 1, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["params"]["requestState"], "new \"state\"");
+        assert!(v["params"].get("inputResponses").is_none());
+        assert_eq!(v["params"]["arguments"], json!({"a": 1}));
+    }
+
     #[test]
     fn modern_params_merge_meta_without_copying_and_without_duplicate_keys() {
         let text = |params: Option<&Value>| {
@@ -752,6 +1257,7 @@ mod tests {
                 &ModernParams {
                     params,
                     version: "2026-07-28",
+                    request_state: None,
                 },
             );
             String::from_utf8(b.to_vec()).unwrap()
