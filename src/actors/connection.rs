@@ -909,8 +909,11 @@ impl StreamHandler<ClientEvent> for Connection {
             ClientEvent::Closed(reason) => {
                 let reason = self.link.redact.clean(&reason);
                 tracing::info!(server = %self.server.config.name, %reason, "connection closed");
-                *self.link.last_error.borrow_mut() = Some(reason);
-                if !self.shared.is_closed() {
+                // Only a live client's end makes the link idle: the end of a client whose
+                // dial failed must not hide that the server is unavailable.
+                let connected = *self.link.state.borrow() == LinkState::Connected;
+                if connected && self.link.current().is_none() {
+                    *self.link.last_error.borrow_mut() = Some(reason);
                     *self.link.state.borrow_mut() = LinkState::Idle;
                 }
             }
