@@ -341,8 +341,10 @@ impl Link {
         ctx: ConnContext,
         events: mpsc::UnboundedSender<ClientEvent>,
     ) -> Rc<Link> {
+        let secrets = secret_values(&server);
+        crate::protocol::text::register_secrets(secrets.iter().map(String::as_str));
         Rc::new(Link {
-            redact: Redactor::new(secret_values(&server)),
+            redact: Redactor::new(secrets),
             server,
             ctx,
             client: RefCell::new(None),

@@ -42,7 +42,8 @@ pub fn init_logging(format: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        // Every line passes the secret redaction last (`protocol::text`).
+        .with_writer(|| crate::protocol::text::RedactingWriter(std::io::stderr()));
     let _ = if format == "json" {
         builder.json().try_init()
     } else {

@@ -98,10 +98,89 @@ impl Redactor {
     }
 }
 
+/// Every secret value the daemon resolved, for the log writer: whatever a log line says (a
+/// transport's debug line, a server's text), it passes through [`redact_logged`] last.
+static LOGGED_SECRETS: std::sync::RwLock<Option<Redactor>> = std::sync::RwLock::new(None);
+
+/// The most secret values the log writer keeps (a daemon resolves a few per server).
+const MAX_LOGGED_SECRETS: usize = 10_000;
+
+/// Add secret values the log writer must redact (also in their JSON-escaped form, for JSON
+/// logs).
+pub fn register_secrets<'a>(values: impl IntoIterator<Item = &'a str>) {
+    let mut add = Vec::new();
+    for v in values.into_iter().filter(|v| !v.is_empty()) {
+        add.push(v.to_owned());
+        if let Ok(j) = serde_json::to_string(v) {
+            let inner = &j[1..j.len() - 1];
+            if inner != v {
+                add.push(inner.to_owned());
+            }
+        }
+    }
+    if add.is_empty() {
+        return;
+    }
+    if let Ok(mut g) = LOGGED_SECRETS.write() {
+        let cur = g.take().unwrap_or_default();
+        if add.iter().all(|a| cur.secrets.contains(a)) {
+            *g = Some(cur);
+            return;
+        }
+        let mut all = cur.secrets;
+        all.extend(add);
+        if all.len() > MAX_LOGGED_SECRETS {
+            let drop = all.len() - MAX_LOGGED_SECRETS;
+            all.drain(..drop);
+        }
+        *g = Some(Redactor::new(all));
+    }
+}
+
+/// A log line with every registered secret redacted.
+pub fn redact_logged(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let Ok(g) = LOGGED_SECRETS.read() else {
+        return line.into();
+    };
+    let Some(r) = g.as_ref().filter(|r| !r.is_empty()) else {
+        return line.into();
+    };
+    let text = String::from_utf8_lossy(line);
+    if !r.secrets.iter().any(|s| text.contains(s.as_str())) {
+        return line.into();
+    }
+    r.redact(&text).into_bytes().into()
+}
+
+/// A writer for the log that redacts registered secrets from each write (the log formatter
+/// writes each event whole).
+pub struct RedactingWriter<W: std::io::Write>(pub W);
+
+impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(&redact_logged(buf))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_log_writer_redacts_registered_secrets_also_json_escaped() {
+        register_secrets(["s3cr\"et-log", "Zq"]);
+        let line = br#"{"msg":"bad s3cr\"et-log","raw":"s3cr"et-log Zq"}"#;
+        let out = redact_logged(line);
+        let out = String::from_utf8_lossy(&out);
+        assert!(!out.contains("s3cr"), "{out}");
+        assert!(!out.contains("Zq"), "{out}");
+        assert_eq!(&*redact_logged(b"nothing here"), b"nothing here");
+    }
 
     #[test]
     fn control_characters_are_replaced_and_long_text_is_cut() {
