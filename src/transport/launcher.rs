@@ -8,10 +8,17 @@
 //! the launcher gives the server two seconds to exit after its stdin closed, then sends the
 //! group SIGTERM, and after two more seconds SIGKILL. So no server outlives the daemon.
 //!
+//! A SIGTERM sent to the daemon's process group (a service manager stopping it) reaches the
+//! launcher too: it survives it and runs the same close sequence. The server starts with
+//! SIGINT, SIGHUP, SIGPIPE and SIGTERM at their defaults and nothing blocked, gets
+//! `PR_SET_PDEATHSIG` (SIGKILL when the launcher dies, even by SIGKILL), and the launcher is
+//! a child subreaper: a descendant that leaves the group with `setsid` is reparented to the
+//! launcher, which ends it with the rest.
+//!
 //! Owns: one server process group. Must not touch: anything but std and nix; it runs in its
 //! own tiny process, before any runtime exists.
 
-use nix::sys::signal::{killpg, signal, SigHandler, Signal};
+use nix::sys::signal::{kill, killpg, signal, SigHandler, SigSet, SigmaskHow, Signal};
 use nix::unistd::Pid;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -30,6 +37,7 @@ pub const GRACE: Duration = Duration::from_secs(2);
 
 enum Event {
     ControlClosed,
+    Terminated,
     ChildExited(i32),
 }
 
@@ -40,6 +48,15 @@ pub fn run(command: &str, args: &[String]) -> i32 {
         let _ = signal(Signal::SIGINT, SigHandler::SigIgn);
         let _ = signal(Signal::SIGHUP, SigHandler::SigIgn);
         let _ = signal(Signal::SIGPIPE, SigHandler::SigIgn);
+    }
+    // SIGTERM is taken by a thread (below) instead of ending the launcher: block it before
+    // any thread starts, so every thread inherits the mask.
+    let mut term = SigSet::empty();
+    term.add(Signal::SIGTERM);
+    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&term), None);
+    // Orphaned descendants (one that called setsid, then lost its parent) come to us.
+    unsafe {
+        nix::libc::prctl(nix::libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
     // Take the control pipe; make sure the server does not inherit it.
     let control_fd = std::env::var(CONTROL_FD_ENV)
@@ -52,14 +69,34 @@ pub fn run(command: &str, args: &[String]) -> i32 {
         &control,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     );
-    let child = Command::new(command)
-        .args(args)
+    let mut cmd = Command::new(command);
+    cmd.args(args)
         .env_remove(CONTROL_FD_ENV)
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::null())
-        .process_group(0)
-        .spawn();
+        .process_group(0);
+    // In the child, between fork and exec: only async-signal-safe calls (sigaction,
+    // sigprocmask, prctl).
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [
+                nix::libc::SIGINT,
+                nix::libc::SIGHUP,
+                nix::libc::SIGPIPE,
+                nix::libc::SIGTERM,
+            ] {
+                nix::libc::signal(sig, nix::libc::SIG_DFL);
+            }
+            let mut none: nix::libc::sigset_t = std::mem::zeroed();
+            nix::libc::sigemptyset(&mut none);
+            nix::libc::sigprocmask(nix::libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            // The server dies with the launcher, even when the launcher is SIGKILLed.
+            nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -80,6 +117,12 @@ pub fn run(command: &str, args: &[String]) -> i32 {
     }
     let (tx, rx) = mpsc::channel();
     let tx2 = tx.clone();
+    let tx3 = tx.clone();
+    std::thread::spawn(move || {
+        if term.wait().is_ok() {
+            let _ = tx3.send(Event::Terminated);
+        }
+    });
     std::thread::spawn(move || {
         let mut f = std::fs::File::from(control);
         let mut buf = [0u8; 64];
@@ -101,27 +144,96 @@ pub fn run(command: &str, args: &[String]) -> i32 {
             let _ = wtx.send(st);
         }
     });
-    match rx.recv() {
+    let code = match rx.recv() {
         Ok(Event::ChildExited(code)) => {
             end_group(pgid, Duration::ZERO);
             code
         }
-        Ok(Event::ControlClosed) | Err(_) => {
-            // The daemon closed the server's stdin along with the control pipe.
+        Ok(Event::ControlClosed | Event::Terminated) | Err(_) => {
+            // The daemon closed the server's stdin along with the control pipe (or is
+            // being stopped by a SIGTERM to its group, and will).
             if wrx.recv_timeout(GRACE).is_ok() {
                 end_group(pgid, Duration::ZERO);
-                return 0;
+            } else {
+                let _ = killpg(pgid, Signal::SIGTERM);
+                if wrx.recv_timeout(GRACE).is_ok() {
+                    end_group(pgid, Duration::ZERO);
+                } else {
+                    let _ = killpg(pgid, Signal::SIGKILL);
+                    let _ = wrx.recv_timeout(GRACE);
+                }
             }
-            let _ = killpg(pgid, Signal::SIGTERM);
-            if wrx.recv_timeout(GRACE).is_ok() {
-                end_group(pgid, Duration::ZERO);
-                return 0;
-            }
-            let _ = killpg(pgid, Signal::SIGKILL);
-            let _ = wrx.recv_timeout(GRACE);
             0
         }
+    };
+    end_descendants();
+    code
+}
+
+/// End every process reparented to us (descendants that left the group with `setsid`):
+/// SIGTERM, then SIGKILL after the grace, reaping each.
+fn end_descendants() {
+    let me = std::process::id() as i32;
+    let deadline = std::time::Instant::now() + GRACE;
+    let mut signal = Signal::SIGTERM;
+    loop {
+        // Reap whatever already ended.
+        while let Ok(st) = nix::sys::wait::waitpid(
+            Pid::from_raw(-1),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        ) {
+            if st == nix::sys::wait::WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let children = children_of(me);
+        if children.is_empty() {
+            return;
+        }
+        if std::time::Instant::now() >= deadline {
+            signal = Signal::SIGKILL;
+        }
+        for pid in &children {
+            let _ = kill(Pid::from_raw(*pid), signal);
+        }
+        if signal == Signal::SIGKILL {
+            std::thread::sleep(Duration::from_millis(20));
+            let _ = nix::sys::wait::waitpid(
+                Pid::from_raw(-1),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+            if children_of(me).is_empty() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if std::time::Instant::now() >= deadline + GRACE {
+            return;
+        }
     }
+}
+
+/// The pids whose parent is `parent` (from /proc), zombies left out.
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+                    let rest = s.rsplit_once(')')?.1;
+                    let mut it = rest.split_whitespace();
+                    let state = it.next()?;
+                    let ppid: i32 = it.next()?.parse().ok()?;
+                    Some(ppid == parent && state != "Z" && state != "X")
+                })
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 /// The leader is gone; whatever else is left in its group gets SIGTERM, then SIGKILL.
