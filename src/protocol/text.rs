@@ -70,10 +70,8 @@ impl Redactor {
             return;
         }
         match v {
-            Value::String(s) => {
-                if self.secrets.iter().any(|x| s.contains(x.as_str())) {
-                    *s = self.redact(s);
-                }
+            Value::String(s) if self.secrets.iter().any(|x| s.contains(x.as_str())) => {
+                *s = self.redact(s);
             }
             Value::Array(a) => a.iter_mut().for_each(|x| self.redact_json(x)),
             Value::Object(m) => {
