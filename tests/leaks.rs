@@ -176,3 +176,38 @@ async fn a_composition_that_stops_closes_its_connections() {
     assert_eq!(n, 0);
     assert!(left.is_empty());
 }
+
+/// Credentials over plain http:// to a host that is not loopback: one warning in the session
+/// (HTTP is off in this runtime, so nothing is dialled; loopback and https get none).
+#[actix_rt::test]
+async fn credentials_over_plain_http_to_a_remote_host_get_one_warning() {
+    std::env::set_var("ALBEDO_T_PLAIN_TOKEN", "t0k");
+    let server = |url: &str| json!({"type": "http", "url": url, "bearerTokenEnvVar": "ALBEDO_T_PLAIN_TOKEN"});
+    let w = world(
+        json!({
+            "lan": server("http://mcp.lan.example:8080/mcp"),
+            "local": server("http://127.0.0.1:9/mcp"),
+            "named": server("http://localhost:9/mcp"),
+            "tls": server("https://mcp.example.com/mcp"),
+            "open": {"type": "http", "url": "http://10.1.2.3:8080/mcp"},
+        }),
+        false,
+    );
+    let p = w
+        .runtime
+        .send(Prepare {
+            enabled: true,
+            ..Prepare::default()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let plain: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("plain http://"))
+        .collect();
+    assert_eq!(plain.len(), 1, "{:?}", p.warnings);
+    assert!(plain[0].contains("\"lan\"") && plain[0].contains("mcp.lan.example"));
+    assert!(!plain[0].contains("t0k"));
+}

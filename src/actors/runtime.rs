@@ -375,7 +375,12 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             servers.push(PreparedServer::new(cfg, "", ServerState::Disabled));
             continue;
         }
-        resolved.push(Arc::new(settings::resolve(cfg, &env, &creds)?));
+        let r = settings::resolve(cfg, &env, &creds)?;
+        if let Some(w) = plain_http_warning(&r) {
+            tracing::warn!("{w}");
+            warnings.push(w);
+        }
+        resolved.push(Arc::new(r));
     }
     let window = std::time::Duration::from_millis(mcp.retry_ms);
     let mut saved = load_saved(&store).await;
@@ -471,6 +476,31 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         warnings,
         retry_ms: mcp.retry_ms,
     })
+}
+
+/// The seed allows plain `http://` on trusted networks, but credentials sent that way to a
+/// host that is not loopback deserve one warning in the session.
+pub fn plain_http_warning(r: &settings::ResolvedServer) -> Option<String> {
+    let settings::ResolvedTransport::Http { url, headers } = &r.transport else {
+        return None;
+    };
+    if url.scheme() != "http" || headers.is_empty() {
+        return None;
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    if loopback {
+        return None;
+    }
+    Some(format!(
+        "MCP server {:?} sends its credentials over plain http:// to {}: anyone on the network path can read them; use https unless the network is trusted (a tailnet encrypts its own traffic)",
+        r.config.name,
+        url.host_str().unwrap_or("?")
+    ))
 }
 
 /// A server that could not start, initialize or be discovered: left out with a warning.
