@@ -690,6 +690,8 @@ pub struct ConnShared {
     failed: Mutex<Option<String>>,
     /// Test hook: the next handler of this kind panics (see [`ArmPanic`]).
     armed: Mutex<Option<PanicPoint>>,
+    /// Lines this connection logs about its server (it is untrusted: rate-limited).
+    pub(crate) log_limit: crate::protocol::text::LogLimiter,
 }
 
 impl ConnShared {
@@ -702,6 +704,7 @@ impl ConnShared {
             closed: AtomicBool::new(false),
             failed: Mutex::new(None),
             armed: Mutex::new(None),
+            log_limit: Default::default(),
         }
     }
 
@@ -855,7 +858,9 @@ impl Connection {
                             }
                         }
                         Err(e) if e.too_large() => {
-                            tracing::warn!(server = %act.server.config.name, error = %e, "background discovery: the catalogue is over the limit; the session keeps the one it has");
+                            if let Some(left_out) = act.shared.log_limit.allow() {
+                                tracing::warn!(server = %act.server.config.name, error = %e, left_out, "background discovery: the catalogue is over the limit; the session keeps the one it has");
+                            }
                             if let Some(owner) = act.shared.owner() {
                                 owner.do_send(CatalogueChanged {
                                     server: act.server.config.name.clone(),
@@ -864,7 +869,9 @@ impl Connection {
                             }
                         }
                         Err(e) => {
-                            tracing::info!(server = %act.server.config.name, error = %e, "background discovery failed");
+                            if let Some(left_out) = act.shared.log_limit.allow() {
+                                tracing::info!(server = %act.server.config.name, error = %e, left_out, "background discovery failed");
+                            }
                         }
                     }
                     if act.rediscover {
@@ -905,12 +912,16 @@ impl StreamHandler<ClientEvent> for Connection {
         self.shared.trip(PanicPoint::Event);
         match ev {
             ClientEvent::ListChanged(kind) => {
-                tracing::debug!(server = %self.server.config.name, %kind, "list changed");
+                if let Some(left_out) = self.shared.log_limit.allow() {
+                    tracing::debug!(server = %self.server.config.name, %kind, left_out, "list changed");
+                }
                 self.background_discovery(ctx);
             }
             ClientEvent::Closed(reason) => {
                 let reason = self.link.redact.clean(&reason);
-                tracing::info!(server = %self.server.config.name, %reason, "connection closed");
+                if let Some(left_out) = self.shared.log_limit.allow() {
+                    tracing::info!(server = %self.server.config.name, %reason, left_out, "connection closed");
+                }
                 // Only a live client's end makes the link idle: the end of a client whose
                 // dial failed must not hide that the server is unavailable.
                 let connected = *self.link.state.borrow() == LinkState::Connected;

@@ -96,6 +96,52 @@ impl Redactor {
     }
 }
 
+/// At most [`LogLimiter::PER_MINUTE`] log lines a minute for one source (a connection): a
+/// server that fails, floods garbage or changes its lists in a loop cannot flood the log.
+/// The first line after a quiet spell says how many were left out.
+#[derive(Debug)]
+pub struct LogLimiter(std::sync::Mutex<LimiterState>);
+
+#[derive(Debug)]
+struct LimiterState {
+    window: tokio::time::Instant,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl Default for LogLimiter {
+    fn default() -> Self {
+        LogLimiter(std::sync::Mutex::new(LimiterState {
+            window: tokio::time::Instant::now(),
+            lines: 0,
+            suppressed: 0,
+        }))
+    }
+}
+
+impl LogLimiter {
+    pub const PER_MINUTE: u32 = 10;
+
+    /// Whether a line may be logged now; `Some(n)` with the number of lines left out
+    /// since the last one that was logged.
+    pub fn allow(&self) -> Option<u64> {
+        let Ok(mut g) = self.0.lock() else {
+            return Some(0);
+        };
+        let now = tokio::time::Instant::now();
+        if now.duration_since(g.window) >= std::time::Duration::from_secs(60) {
+            g.window = now;
+            g.lines = 0;
+        }
+        if g.lines >= Self::PER_MINUTE {
+            g.suppressed += 1;
+            return None;
+        }
+        g.lines += 1;
+        Some(std::mem::take(&mut g.suppressed))
+    }
+}
+
 /// Every secret value the daemon resolved, for the log writer: whatever a log line says (a
 /// transport's debug line, a server's text), it passes through [`redact_logged`] last.
 static LOGGED_SECRETS: std::sync::RwLock<Option<Redactor>> = std::sync::RwLock::new(None);
@@ -178,6 +224,20 @@ mod tests {
         assert!(!out.contains("s3cr"), "{out}");
         assert!(!out.contains("Zq"), "{out}");
         assert_eq!(&*redact_logged(b"nothing here"), b"nothing here");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_log_limiter_lets_ten_lines_a_minute_through_and_counts_the_rest() {
+        let l = LogLimiter::default();
+        for _ in 0..10 {
+            assert_eq!(l.allow(), Some(0));
+        }
+        for _ in 0..5 {
+            assert_eq!(l.allow(), None);
+        }
+        tokio::time::advance(std::time::Duration::from_secs(61)).await;
+        assert_eq!(l.allow(), Some(5));
+        assert_eq!(l.allow(), Some(0));
     }
 
     #[test]
