@@ -30,8 +30,7 @@ fn a_tool_list_that_never_ends_is_followed_for_100_pages() {
     // The 100th page asked for carried the 99th cursor.
     let last = logged(&log)
         .into_iter()
-        .filter(|m| m["method"] == "tools/list")
-        .next_back()
+        .rfind(|m| m["method"] == "tools/list")
         .unwrap();
     assert_eq!(last["params"]["cursor"], "c99", "{last}");
     // What the 100 pages held is advertised, and nothing more was asked for.
