@@ -1,7 +1,8 @@
 //! HTTP servers through the daemon's API: a session the server ended is dialled again by the
 //! session's next call (server-everything's 400 and the fault fixture's 404), the headers a
 //! real 2026-07-28 server (TypeScript SDK v2) received from the daemon, and tools whose
-//! `x-mcp-header` annotations break the rules left out of an HTTP server's tools.
+//! `x-mcp-header` annotations break the rules left out of an HTTP server's tools, and an
+//! HTTPS server trusted through `ca_files` in `config.toml` (a CA made with openssl).
 
 mod common;
 use common::*;
@@ -240,4 +241,52 @@ fn tools_with_invalid_x_mcp_header_annotations_are_left_out_over_http_only() {
     let (st, r) = d.call(&id, "mcp__tsh__region_tool", json!({"region": "eu"}));
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["structuredContent"]["header"], "eu", "{r}");
+}
+
+/// `ca_files` in `config.toml` is what makes the daemon trust a private CA: without it an
+/// HTTPS server with a certificate from that CA is left out, saying why; with it the server
+/// is connected and its tools are called over TLS.
+#[test]
+fn an_https_server_is_trusted_through_the_ca_files_of_config_toml() {
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certs(certs.path());
+    let args = [
+        fixture("http_faults.py"),
+        "--port".into(),
+        "0".into(),
+        "--tls-cert".into(),
+        cert.display().to_string(),
+        "--tls-key".into(),
+        key.display().to_string(),
+    ];
+    let fx = HttpPeer::start_in(tempfile::tempdir().unwrap(), "python3", &args, "https");
+    assert!(fx.url.starts_with("https://127.0.0.1:"), "{}", fx.url);
+    let ext = servers(json!({"tls": {"type": "http", "url": fx.url}}));
+
+    // Only the system roots: left out, and the warning says why.
+    let d = Daemon::start(ext.clone());
+    let (_, view) = d.session(json!({}));
+    assert!(
+        view["warnings"].as_array().unwrap().iter().any(|w| {
+            let w = w.as_str().unwrap_or("");
+            w.contains("\"tls\"") && w.contains("certificate") && w.contains("ca_files")
+        }),
+        "{view}"
+    );
+    drop(d);
+
+    // The CA named in config.toml.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("extensions.json"), ext.to_string()).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("ca_files = [{:?}]\n", ca.display().to_string()),
+    )
+    .unwrap();
+    let d = Daemon::start_in(home, &[]);
+    let (id, view) = d.session(json!({}));
+    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    let (st, r) = d.call(&id, "mcp__tls__echo", json!({"message": "over tls"}));
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["content"][0]["text"], "Echo: over tls", "{r}");
 }

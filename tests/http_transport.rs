@@ -17,8 +17,7 @@ use albedo_mcp::protocol::era::{Era, ProtocolVersion};
 use albedo_mcp::transport::http::{HttpOptions, HttpSpec, HttpTransport, ListenState};
 use albedo_mcp::transport::{tls, Transport, TransportError};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -501,80 +500,10 @@ async fn a_session_the_server_ends_closes_the_client() {
     assert!(!requests(&peer).iter().any(|r| r["method"] == "DELETE"));
 }
 
-/// A CA and a server certificate for 127.0.0.1, made with the openssl command.
-fn make_certs(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
-    let run = |args: &[&str]| {
-        Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-    };
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n",
-    )
-    .ok()?;
-    let ok = run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=albedo test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-    ]) && run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-    ]) && run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-        "-out",
-        "server.pem",
-    ]);
-    ok.then(|| {
-        (
-            dir.join("ca.pem"),
-            dir.join("server.pem"),
-            dir.join("server.key"),
-        )
-    })
-}
-
 #[actix_rt::test]
 async fn tls_with_a_configured_ca_is_accepted_and_an_unknown_ca_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((ca, cert, key)) = make_certs(dir.path()) else {
-        panic!("openssl is needed to make test certificates");
-    };
+    let (ca, cert, key) = common::make_certs(dir.path());
     let peer = faults(&[], Some((&cert, &key)));
 
     // The CA named in config.toml (ca_files): accepted.

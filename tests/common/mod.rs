@@ -451,3 +451,77 @@ pub fn cmdline(pid: i32) -> Vec<String> {
 pub fn required(what: &str) -> bool {
     std::env::var(format!("ALBEDO_TEST_REQUIRE_{what}")).as_deref() == Ok("1")
 }
+
+/// A CA and a server certificate for 127.0.0.1, made with the openssl command.
+///
+/// Panics without openssl: the TLS tests never pass without running.
+pub fn make_certs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    make_certs_with_openssl(dir).expect("openssl is needed to make test certificates")
+}
+
+fn make_certs_with_openssl(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let run = |args: &[&str]| {
+        Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n",
+    )
+    .ok()?;
+    let ok = run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=albedo test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]) && run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]) && run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.pem",
+    ]);
+    ok.then(|| {
+        (
+            dir.join("ca.pem"),
+            dir.join("server.pem"),
+            dir.join("server.key"),
+        )
+    })
+}
