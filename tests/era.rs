@@ -190,7 +190,7 @@ fn the_probe_corner_cases() {
     let dir = tempfile::tempdir().unwrap();
     let log = |n: &str| dir.path().join(format!("{n}.log")).display().to_string();
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
-        "silent": fixture_server("era_silent_discover.py", &["--log", &log("silent"), "--stamp"]),
+        "silent": fixture_server("era_silent_discover.py", &["--log", &log("silent")]),
         "late": fixture_server("era_late_discover.py", &["--log", &log("late")]),
         "only0618": fixture_server("era_only_0618.py", &["--log", &log("only0618")]),
         "none": fixture_server("era_none.py", &["--log", &log("none")]),
@@ -200,21 +200,18 @@ fn the_probe_corner_cases() {
     let (id, view) = d.session(json!({}));
     assert!(t.elapsed() < Duration::from_secs(10));
     let v = session_view(&d, &id);
-    // A server that ignores server/discover gets initialize after about a second.
+    // A server that ignores server/discover gets initialize after it. (When: the one-second
+    // rule is `tests/handshake.rs`, on a paused clock. The fixture reads the probe late,
+    // while Python starts up, so no time it could stamp would say what the client waited.)
     assert_eq!(server(&v, "silent")["era"], "legacy", "{v}");
-    let stamped = logged(Path::new(&log("silent")));
-    let at = |m: &str| {
-        stamped
-            .iter()
-            .find(|e| e["msg"]["method"] == m)
-            .map(|e| e["t"].as_f64().unwrap())
-    };
-    let gap = at("initialize").unwrap() - at("server/discover").unwrap();
-    // (The fixture stamps what it reads; it reads the probe late, while Python starts up, so
-    // the gap it sees is a little under the second the client waited.)
-    assert!(
-        (0.3..5.0).contains(&gap),
-        "initialize followed after {gap} s"
+    let methods: Vec<Value> = logged(Path::new(&log("silent")))
+        .iter()
+        .map(|m| m["method"].clone())
+        .collect();
+    assert_eq!(
+        methods[..2],
+        [json!("server/discover"), json!("initialize")],
+        "{methods:?}"
     );
     // A late discovery answer after initialize was answered is ignored.
     assert_eq!(server(&v, "late")["era"], "legacy", "{v}");

@@ -290,35 +290,76 @@ fn a_bad_reload_keeps_the_previous_composition_serving() {
     assert_eq!(v["enabled"], false, "{v}");
 }
 
+/// The next event of a session's event stream: its kind and its data.
+fn next_event(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> (String, Value) {
+    let mut kind = None;
+    loop {
+        let l = lines
+            .next()
+            .expect("the event stream ended")
+            .expect("the event stream broke (or stayed silent past its timeout)");
+        if let Some(k) = l.strip_prefix("event: ") {
+            kind = Some(k.to_owned());
+        } else if let Some(d) = l.strip_prefix("data: ") {
+            let data: Value = serde_json::from_str(d).expect("event data is JSON");
+            return (kind.expect("data before its event line"), data);
+        }
+    }
+}
+
 #[test]
 fn session_events_stream_reports_refreshes_and_warnings() {
     use std::io::BufRead;
-    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
-        "ok": fixture_server("exits_mid_call.py", &[])}}}));
+    let ok = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "ok": fixture_server("exits_mid_call.py", &[])}}});
+    let d = Daemon::start(ok.clone());
     let (id, _) = d.session(json!({}));
     let resp = ureq::get(&format!("{}/sessions/{id}/events", d.base))
-        .timeout(Duration::from_secs(20))
+        .timeout(Duration::from_secs(30))
         .call()
         .unwrap();
     assert_eq!(resp.header("content-type"), Some("text/event-stream"));
     let mut lines = std::io::BufReader::new(resp.into_reader()).lines();
-    // A reload that succeeds is a refresh; one that fails is a warning.
+    // A reload that succeeds is a refresh.
     let (st, _) = d.put(
         &format!("/sessions/{id}/extensions/mcp"),
         json!({"enabled": true}),
     );
     assert_eq!(st, 200);
-    let mut seen = Vec::new();
-    while seen.is_empty() {
-        let l = lines.next().unwrap().unwrap();
-        if let Some(e) = l.strip_prefix("event: ") {
-            seen.push(e.to_owned());
-        }
-    }
-    assert_eq!(seen, vec!["refresh"]);
-    let l = lines.next().unwrap().unwrap();
-    let data: Value = serde_json::from_str(l.strip_prefix("data: ").unwrap()).unwrap();
-    assert_eq!(data["generation"], 2);
+    let (kind, data) = next_event(&mut lines);
+    assert_eq!(kind, "refresh", "{data}");
+    assert_eq!(data["generation"], 2, "{data}");
+    // One that fails is a warning: a server now names a variable the daemon does not have.
+    let bad = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "ok": fixture_server("exits_mid_call.py", &[]),
+        "needs": {"type": "stdio", "command": "x",
+                  "env": {"TOKEN": {"env": "ALBEDO_TEST_EVENTS_UNSET_VARIABLE"}}}}}});
+    std::fs::write(d.home.path().join("extensions.json"), bad.to_string()).unwrap();
+    let (st, r) = d.put(
+        &format!("/sessions/{id}/extensions/mcp"),
+        json!({"enabled": true}),
+    );
+    assert_eq!(st, 409, "{r}");
+    let (kind, data) = next_event(&mut lines);
+    assert_eq!(kind, "warning", "{data}");
+    assert_eq!(data["kind"], "warning", "{data}");
+    // The session kept its composition, and the warning says why the reload failed.
+    assert_eq!(data["generation"], 2, "{data}");
+    let message = data["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("ALBEDO_TEST_EVENTS_UNSET_VARIABLE") && message.contains("needs"),
+        "{data}"
+    );
+    // A good configuration again: a refresh, the next generation.
+    std::fs::write(d.home.path().join("extensions.json"), ok.to_string()).unwrap();
+    let (st, _) = d.put(
+        &format!("/sessions/{id}/extensions/mcp"),
+        json!({"enabled": true}),
+    );
+    assert_eq!(st, 200);
+    let (kind, data) = next_event(&mut lines);
+    assert_eq!(kind, "refresh", "{data}");
+    assert_eq!(data["generation"], 3, "{data}");
 }
 
 #[test]

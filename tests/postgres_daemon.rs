@@ -2,7 +2,9 @@
 //! `ALBEDO_TEST_POSTGRES_URL` naming a database, as `tests/run-all.sh` sets it up with
 //! `tests/peers/postgres.sh`): two daemons with different homes share one catalogue store,
 //! as replicas do, so a server one of them discovered is never waited on by the other.
-//! Without the URL the test says so and passes (the SQLite side is `tests/lifecycle.rs`).
+//! Without the URL the test says so and passes (the SQLite side is `tests/lifecycle.rs`),
+//! unless `ALBEDO_TEST_REQUIRE_POSTGRES=1` (set by `.ci/run`, and by `tests/run-all.sh` when
+//! it started PostgreSQL): then a missing URL fails it.
 #![cfg(feature = "postgres")]
 
 mod common;
@@ -12,9 +14,16 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn daemons_sharing_a_postgres_store_never_wait_on_a_server_either_has_heard_from() {
-    let Ok(url) = std::env::var("ALBEDO_TEST_POSTGRES_URL") else {
-        eprintln!("ALBEDO_TEST_POSTGRES_URL is not set: skipped");
-        return;
+    let url = match std::env::var("ALBEDO_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ if required("POSTGRES") => panic!(
+            "ALBEDO_TEST_REQUIRE_POSTGRES=1 but ALBEDO_TEST_POSTGRES_URL is not set: \
+             PostgreSQL was set up for this run and the test cannot use it"
+        ),
+        _ => {
+            eprintln!("ALBEDO_TEST_POSTGRES_URL is not set: skipped");
+            return;
+        }
     };
     // The log's path is in the server's arguments: a configuration (and fingerprint) of its
     // own on every run, so rows left by earlier runs in the shared database do not count.

@@ -12,59 +12,12 @@ use std::time::{Duration, Instant};
 
 // ---- process helpers (Linux /proc) ---------------------------------------------------------
 
-/// `(state, ppid, pgrp)` of a process, from `/proc/<pid>/stat`.
 fn stat(pid: i32) -> Option<(char, i32, i32)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces; the rest follows the last ')'.
-    let mut rest = s.rsplit_once(')')?.1.split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    let pgrp = rest.next()?.parse().ok()?;
-    Some((state, ppid, pgrp))
-}
-
-fn all_pids() -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    proc_stat(pid)
 }
 
 fn ppid(pid: i32) -> Option<i32> {
     stat(pid).map(|(_, p, _)| p)
-}
-
-/// Every live (not zombie) descendant of `root`.
-fn descendants(root: i32) -> Vec<i32> {
-    let table: Vec<(i32, i32)> = all_pids()
-        .into_iter()
-        .filter_map(|p| {
-            stat(p)
-                .filter(|(st, _, _)| *st != 'Z')
-                .map(|(_, pp, _)| (p, pp))
-        })
-        .collect();
-    let mut out = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(p) = frontier.pop() {
-        for &(c, pp) in &table {
-            if pp == p && !out.contains(&c) {
-                out.push(c);
-                frontier.push(c);
-            }
-        }
-    }
-    out
-}
-
-/// Live (not zombie) members of a process group.
-fn group_members(pgid: i32) -> Vec<i32> {
-    all_pids()
-        .into_iter()
-        .filter(|&p| matches!(stat(p), Some((st, _, g)) if g == pgid && st != 'Z' && st != 'X'))
-        .collect()
 }
 
 fn wait_pid(path: &Path) -> i32 {

@@ -935,18 +935,32 @@ mod tests {
         assert!(std::error::Error::source(&err).is_some());
     }
 
+    /// `ALBEDO_TEST_POSTGRES_URL`, or `None` (the test is skipped with a note). With
+    /// `ALBEDO_TEST_REQUIRE_POSTGRES=1` (`.ci/run`, `tests/run-all.sh` once it started
+    /// PostgreSQL) a missing URL fails the test instead.
+    #[cfg(feature = "postgres")]
+    fn postgres_url() -> Option<String> {
+        match std::env::var("ALBEDO_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ if std::env::var("ALBEDO_TEST_REQUIRE_POSTGRES").as_deref() == Ok("1") => {
+                panic!("ALBEDO_TEST_REQUIRE_POSTGRES=1 but ALBEDO_TEST_POSTGRES_URL is not set")
+            }
+            _ => {
+                eprintln!(
+                    "note: ALBEDO_TEST_POSTGRES_URL is not set; skipping the PostgreSQL test \
+                     (start one with `bash tests/peers/postgres.sh`)"
+                );
+                None
+            }
+        }
+    }
+
     /// The same checks on PostgreSQL: `ALBEDO_TEST_POSTGRES_URL=$(bash tests/peers/postgres.sh)
     /// cargo test --features postgres --lib store::catalogue`.
     #[cfg(feature = "postgres")]
     #[test]
     fn postgres_round_trip() {
-        let Ok(url) = std::env::var("ALBEDO_TEST_POSTGRES_URL") else {
-            eprintln!(
-                "note: ALBEDO_TEST_POSTGRES_URL is not set; skipping the PostgreSQL test \
-                 (start one with `bash tests/peers/postgres.sh`)"
-            );
-            return;
-        };
+        let Some(url) = postgres_url() else { return };
         let store = CatalogueStore::open(&url).unwrap();
         assert_eq!(store.backend_name(), "postgres");
         // Opening again (a second replica) finds the migrations done.
@@ -1021,10 +1035,7 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn postgres_replicas_migrate_a_fresh_database_once() {
-        let Ok(url) = std::env::var("ALBEDO_TEST_POSTGRES_URL") else {
-            eprintln!("note: ALBEDO_TEST_POSTGRES_URL is not set; skipping");
-            return;
-        };
+        let Some(url) = postgres_url() else { return };
         let schema = format!("albedo_t{}x{}", std::process::id(), now_ms());
         let admin = CatalogueStore::open(&url).unwrap();
         raw(&admin, &format!("CREATE SCHEMA {schema}"));

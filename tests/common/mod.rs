@@ -301,7 +301,12 @@ impl HttpPeer {
             .arg("streamableHttp")
             .env("PORT", port.to_string())
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            // It logs its sessions there ("Session initialized with ID: ...").
+            .stdout(
+                std::fs::File::create(dir.path().join("stdout"))
+                    .map(Stdio::from)
+                    .unwrap_or(Stdio::null()),
+            )
             .stderr(Self::stderr_file(&dir))
             .spawn()
             .expect("node and server-everything (tests/peers/install.sh)");
@@ -347,6 +352,17 @@ impl HttpPeer {
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.file("stderr")).unwrap_or_default()
     }
+
+    /// server-everything: the ids of the sessions it opened so far, oldest first (from its
+    /// stdout).
+    pub fn everything_sessions(&self) -> Vec<String> {
+        std::fs::read_to_string(self.file("stdout"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("Session initialized with ID: "))
+            .map(|s| s.trim().to_owned())
+            .collect()
+    }
 }
 
 impl Drop for HttpPeer {
@@ -363,4 +379,149 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// `(state, ppid, pgrp)` of a process, from `/proc/<pid>/stat`.
+pub fn proc_stat(pid: i32) -> Option<(char, i32, i32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces; the rest follows the last ')'.
+    let mut rest = s.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    let pgrp = rest.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every live (not zombie) descendant of `root`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let table: Vec<(i32, i32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| {
+            proc_stat(p)
+                .filter(|(st, _, _)| *st != 'Z' && *st != 'X')
+                .map(|(_, pp, _)| (p, pp))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(c, pp) in &table {
+            if pp == p && !out.contains(&c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Live (not zombie) members of a process group.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(
+            |&p| matches!(proc_stat(p), Some((st, _, g)) if g == pgid && st != 'Z' && st != 'X'),
+        )
+        .collect()
+}
+
+/// The command line of a process, one entry per argument.
+pub fn cmdline(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `ALBEDO_TEST_REQUIRE_<WHAT>` is set to 1: CI (`.ci/run`) set the dependency up, so a
+/// test must not pass without it.
+pub fn required(what: &str) -> bool {
+    std::env::var(format!("ALBEDO_TEST_REQUIRE_{what}")).as_deref() == Ok("1")
+}
+
+/// A CA and a server certificate for 127.0.0.1, made with the openssl command.
+///
+/// Panics without openssl: the TLS tests never pass without running.
+pub fn make_certs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    make_certs_with_openssl(dir).expect("openssl is needed to make test certificates")
+}
+
+fn make_certs_with_openssl(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let run = |args: &[&str]| {
+        Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n",
+    )
+    .ok()?;
+    let ok = run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=albedo test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]) && run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]) && run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "server.pem",
+    ]);
+    ok.then(|| {
+        (
+            dir.join("ca.pem"),
+            dir.join("server.pem"),
+            dir.join("server.key"),
+        )
+    })
 }

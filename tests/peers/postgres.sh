@@ -8,6 +8,7 @@
 #   export ALBEDO_TEST_POSTGRES_URL="$(bash tests/peers/postgres.sh)"
 #   cargo test --features postgres --lib store::catalogue
 #   bash tests/peers/postgres.sh --stop      # stop it and delete its data
+#   bash tests/peers/postgres.sh --status    # exit 0 when the cluster is running (installs nothing)
 #
 # Environment: ALBEDO_PG_PORT (default 54329), ALBEDO_PG_DIR (default /tmp/albedo-pg-PORT).
 set -euo pipefail
@@ -34,6 +35,14 @@ as_pg() {
 }
 
 BIN="$(bindir)"
+
+if [ "${1:-}" = "--status" ]; then
+  if [ -n "$BIN" ] && [ -f "$DIR/data/PG_VERSION" ] \
+      && as_pg "$BIN/pg_ctl" -D "$DIR/data" status >/dev/null 2>&1; then
+    exit 0
+  fi
+  exit 1
+fi
 
 if [ "${1:-}" = "--stop" ]; then
   if [ -n "$BIN" ] && [ -d "$DIR/data" ]; then

@@ -10,6 +10,7 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/py_mcp_server.py
     --stateless                  (http) stateless_http=True, no sessions
     --json-response              (http) answer POSTs with application/json, not SSE
     --log-level LEVEL            SDK/uvicorn log level (default WARNING; logs go to stderr)
+    ARG...                       any further arguments are ignored (process_info shows them)
 
 Speaks both eras as the SDK does: `initialize` (legacy, sessionful on HTTP) and
 `server/discover` (2026-07-28), on the same endpoint.
@@ -28,6 +29,14 @@ Tools:
                                       channel="request" (default) sends them on the tool call's
                                       own response stream (related request); "standalone" on the
                                       connection's standalone channel (HTTP: the GET stream).
+  process_info() -> str               JSON text {"argv": [...], "cwd": "...", "environ": {...}}:
+                                      this process's exact argument vector (/proc/self/cmdline,
+                                      the interpreter first), working directory, and the
+                                      environment it was started with (/proc/self/environ, so
+                                      what Python adds itself, e.g. LC_CTYPE, is not counted).
+  stderr_flood(kib: int, marker: str) writes `kib` lines of 1 KiB (`marker` repeated) on stderr,
+                                      unbuffered (a stderr nobody reads would block it), then
+                                      returns "wrote <n> bytes to stderr".
 Resource:  memo://hello   text/plain "Hello from py_mcp_server"
 Prompt:    greet(name: str) -> one user message "Hello, <name>!"
 """
@@ -37,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from _listen import listen
@@ -92,6 +102,36 @@ async def probe_client(ctx: Context, channel: str = "request") -> str:
     return "\n".join(lines)
 
 
+def _nul_list(path: str) -> list[str]:
+    """A NUL-terminated list (/proc/self/cmdline, /proc/self/environ); empty items kept."""
+    with open(path, "rb") as f:
+        parts = f.read().split(b"\0")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return [x.decode("utf-8", "surrogateescape") for x in parts]
+
+
+@mcp.tool()
+def process_info() -> str:
+    """This process's argv, working directory and initial environment, as JSON."""
+    environ = dict(kv.split("=", 1) for kv in _nul_list("/proc/self/environ") if "=" in kv)
+    return json.dumps({"argv": _nul_list("/proc/self/cmdline"), "cwd": os.getcwd(), "environ": environ})
+
+
+@mcp.tool()
+def stderr_flood(kib: int, marker: str) -> str:
+    """Write `kib` lines of 1 KiB (`marker` repeated) on stderr, unbuffered."""
+    line = ((marker or "x") * 1024).encode()[:1023] + b"\n"
+    total = 0
+    for _ in range(kib):
+        view = memoryview(line)
+        while view:
+            n = os.write(2, view)
+            view = view[n:]
+            total += n
+    return f"wrote {total} bytes to stderr"
+
+
 @mcp.resource("memo://hello", name="hello", mime_type="text/plain", description="A short memo")
 def memo_hello() -> str:
     return "Hello from py_mcp_server"
@@ -112,6 +152,7 @@ def main() -> None:
     ap.add_argument("--stateless", action="store_true")
     ap.add_argument("--json-response", action="store_true")
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument("rest", nargs="*", help="ignored (process_info shows them)")
     args = ap.parse_args()
     mcp.settings.log_level = args.log_level.upper()
     logging.getLogger().setLevel(args.log_level.upper())

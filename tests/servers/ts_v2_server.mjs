@@ -12,6 +12,14 @@
 //   --cancel-log F     append the reason of every cancelled `wait` call to F, one per line
 //                      (the `reason` of notifications/cancelled, or "Connection closed" when
 //                      the request's stream or the connection closed first).
+//   --header-log F     (http) append one JSON line per HTTP request as received, before the SDK
+//                      sees it: {"method": <HTTP method>, "rpc": <JSON-RPC method or null>,
+//                      "headers": {<every request header, lower-cased names>}}. The body is
+//                      read here and handed to the SDK already parsed.
+//   --bad-header-tools also register two tools whose `x-mcp-header` annotations break the
+//                      rules (the SDK serves them and warns on stderr; a conforming HTTP client
+//                      leaves them out): dup_header_tool (`Region` and `region` on two
+//                      properties) and nested_header_tool (`Item` on an array's `items`).
 //
 // Both eras, as the SDK serves them:
 //   - 2026-07-28: server/discover, per-request `_meta` envelope, subscriptions/listen (served by
@@ -57,12 +65,16 @@ let transport = "stdio";
 let port = 0;
 let portFile = null;
 let cancelLog = null;
+let headerLog = null;
+let badHeaderTools = false;
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];
   if (a === "--transport") transport = argv[++i];
   else if (a === "--port") port = Number(argv[++i]);
   else if (a === "--port-file") portFile = argv[++i];
   else if (a === "--cancel-log") cancelLog = argv[++i];
+  else if (a === "--header-log") headerLog = argv[++i];
+  else if (a === "--bad-header-tools") badHeaderTools = true;
   else if (!a.startsWith("--") && modules === null) modules = a;
   else {
     process.stderr.write(`ts_v2_server: unknown argument ${a}\n`);
@@ -184,6 +196,33 @@ function build() {
     { description: "How many `wait` calls this process saw cancelled", inputSchema: fromJsonSchema({ type: "object" }) },
     async () => ({ content: [{ type: "text", text: String(cancelledCalls) }] }),
   );
+  if (badHeaderTools) {
+    server.registerTool(
+      "dup_header_tool",
+      {
+        description: "Two properties claim the same header, case-insensitively (invalid)",
+        inputSchema: fromJsonSchema({
+          type: "object",
+          properties: {
+            a: { type: "string", "x-mcp-header": "Region" },
+            b: { type: "string", "x-mcp-header": "region" },
+          },
+        }),
+      },
+      async () => ({ content: [{ type: "text", text: "dup_header_tool ran" }] }),
+    );
+    server.registerTool(
+      "nested_header_tool",
+      {
+        description: "A header on an array's items, not reached through properties (invalid)",
+        inputSchema: fromJsonSchema({
+          type: "object",
+          properties: { list: { type: "array", items: { type: "string", "x-mcp-header": "Item" } } },
+        }),
+      },
+      async () => ({ content: [{ type: "text", text: "nested_header_tool ran" }] }),
+    );
+  }
   for (const name of addedTools) registerAdded(server, name);
   return server;
 }
@@ -206,9 +245,29 @@ if (transport === "stdio") {
       res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
       return;
     }
-    node(req, res).catch((e) => {
-      process.stderr.write(`ts_v2_server: ${e?.message ?? e}\n`);
-      if (!res.headersSent) res.writeHead(500).end();
+    const serve = (parsed) =>
+      node(req, res, parsed).catch((e) => {
+        process.stderr.write(`ts_v2_server: ${e?.message ?? e}\n`);
+        if (!res.headersSent) res.writeHead(500).end();
+      });
+    if (!headerLog) {
+      serve(undefined);
+      return;
+    }
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      let parsed;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        res.writeHead(400, { "content-type": "text/plain" }).end("not JSON\n");
+        return;
+      }
+      const rpc = parsed && !Array.isArray(parsed) && typeof parsed.method === "string" ? parsed.method : null;
+      fs.appendFileSync(headerLog, JSON.stringify({ method: req.method, rpc, headers: req.headers }) + "\n");
+      serve(parsed);
     });
   });
   srv.listen(port, "127.0.0.1", () => {
