@@ -54,7 +54,7 @@ fn most_starting_at_once(meter: &Path) -> usize {
 
 /// POST a raw body with a content type; status and JSON answer.
 fn post_raw(d: &Daemon, path: &str, content_type: Option<&str>, body: &[u8]) -> (u16, Value) {
-    let mut req = ureq::post(&format!("{}{}", d.base, path)).timeout(Duration::from_secs(60));
+    let mut req = d.request("POST", path).timeout(Duration::from_secs(60));
     if let Some(ct) = content_type {
         req = req.set("Content-Type", ct);
     }
@@ -94,10 +94,11 @@ fn a_reload_keeps_unchanged_connections_and_their_calls_in_flight() {
     let (id, _) = d.session(json!({}));
     let (a1, b1) = (read_pid(&pa).unwrap(), read_pid(&pb).unwrap());
     // A call in flight on `a` (it never answers) while the settings change `b` only.
-    let base = d.base.clone();
+    let (base, auth) = (d.base.clone(), d.bearer());
     let id2 = id.clone();
     let hanging = std::thread::spawn(move || {
         let r = ureq::post(&format!("{base}/sessions/{id2}/tools/mcp__a__echo/call"))
+            .set("Authorization", &auth)
             .send_json(json!({"arguments": {"message": "kept"}}));
         match r {
             Ok(r) => (r.status(), r.into_json::<Value>().unwrap_or(Value::Null)),
@@ -145,9 +146,10 @@ fn many_sessions_opening_together_start_servers_within_the_dial_limit() {
     // 6 sessions x 4 servers opening at once: 24 processes, never more than 3 starting.
     let threads: Vec<_> = (0..6)
         .map(|_| {
-            let base = d.base.clone();
+            let (base, auth) = (d.base.clone(), d.bearer());
             std::thread::spawn(move || {
                 let r = ureq::post(&format!("{base}/sessions"))
+                    .set("Authorization", &auth)
                     .send_json(json!({}))
                     .expect("session");
                 r.into_json::<Value>().unwrap()
@@ -499,11 +501,12 @@ fn two_calls_in_flight_one_times_out_the_other_is_unknown_and_nothing_is_sent_tw
     let d = Daemon::start(ext);
     let (id, _) = d.session(json!({}));
     let call = |delay_ms: u64| {
-        let base = d.base.clone();
+        let (base, auth) = (d.base.clone(), d.bearer());
         let id = id.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(delay_ms));
             let r = ureq::post(&format!("{base}/sessions/{id}/tools/mcp__fx__hang/call"))
+                .set("Authorization", &auth)
                 .send_json(json!({"arguments": {}}));
             match r {
                 Ok(r) => (r.status(), r.into_json::<Value>().unwrap_or(Value::Null)),

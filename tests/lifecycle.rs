@@ -167,10 +167,11 @@ fn a_killed_server_is_dialled_again_by_the_next_call() {
     let (id, _) = d.session(json!({}));
     let pid = read_pid(pidf.path()).unwrap();
     // A call in flight when the server dies: its outcome is unknown.
-    let base = d.base.clone();
+    let (base, auth) = (d.base.clone(), d.bearer());
     let id2 = id.clone();
     let inflight = std::thread::spawn(move || {
         let r = ureq::post(&format!("{base}/sessions/{id2}/tools/mcp__n__hang/call"))
+            .set("Authorization", &auth)
             .send_json(json!({"arguments": {}}));
         match r {
             Err(ureq::Error::Status(st, r)) => (st, r.into_json::<Value>().unwrap()),
@@ -314,7 +315,8 @@ fn session_events_stream_reports_refreshes_and_warnings() {
         "ok": fixture_server("exits_mid_call.py", &[])}}});
     let d = Daemon::start(ok.clone());
     let (id, _) = d.session(json!({}));
-    let resp = ureq::get(&format!("{}/sessions/{id}/events", d.base))
+    let resp = d
+        .request("GET", &format!("/sessions/{id}/events"))
         .timeout(Duration::from_secs(30))
         .call()
         .unwrap();

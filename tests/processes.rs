@@ -142,6 +142,10 @@ fn a_sigterm_to_the_daemons_group_runs_the_close_sequence_for_every_server() {
             .unwrap()
     );
     let r = ureq::post(&format!("{base}/sessions"))
+        .set(
+            "Authorization",
+            &format!("Bearer {}", home_token(home.path())),
+        )
         .send_json(json!({}))
         .unwrap();
     assert_eq!(r.status(), 201);

@@ -1,8 +1,14 @@
 //! The daemon's HTTP API (actix-web): JSON in and out; errors are
 //! `{"error": {"code": "<snake_case>", "message": "..."}}` with a fitting status.
 //!
-//! Owns: request parsing, JSON shapes, the table of sessions. Must not touch: transports;
-//! it talks to actors (Composition, Runtime, Registry) and reads their published snapshots.
+//! Owns: request parsing (`body`: strict JSON bodies, their limits, path parameters), JSON
+//! shapes, the table of sessions, the trust boundary (`trust`: the middleware every request
+//! passes first) and the web pane with its sign-in (`pane`). Must not touch: transports; it
+//! talks to actors (Composition, Runtime, Registry) and reads their published snapshots.
+
+pub mod body;
+pub mod pane;
+pub mod trust;
 
 use crate::actors::composition::{
     Activity, CloseSession, Composition, GetView, Reload, SessionEvent, SharedSnapshot,
@@ -14,7 +20,7 @@ use crate::store::settings::ExtensionsFile;
 use actix::prelude::*;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
-use serde::de::DeserializeOwned;
+use body::{BodyLimit, Optional, Strict};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -130,6 +136,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub extra: Option<Value>,
+    /// A 401 that asks for the bearer token (`WWW-Authenticate: Bearer`).
+    pub www_authenticate: bool,
 }
 
 impl ApiError {
@@ -139,7 +147,12 @@ impl ApiError {
             code,
             message: message.into(),
             extra: None,
+            www_authenticate: false,
         }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
     /// An error for a request that did not run (the body says `"outcome": "not_run"`).
     pub fn not_run(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
@@ -182,7 +195,14 @@ impl ResponseError for ApiError {
             }
         }
         body.insert("error".into(), Value::Object(err));
-        HttpResponse::build(self.status).json(Value::Object(body))
+        let mut r = HttpResponse::build(self.status);
+        if self.www_authenticate {
+            r.insert_header((
+                actix_web::http::header::WWW_AUTHENTICATE,
+                "Bearer realm=\"albedo-mcp\"",
+            ));
+        }
+        r.json(Value::Object(body))
     }
 }
 
@@ -194,89 +214,104 @@ fn mailbox(e: MailboxError) -> ApiError {
     )
 }
 
-/// The routes, the hot one first: actix-web matches a request against each pattern in turn.
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route(
-        "/sessions/{id}/tools/{name}/call",
-        web::post().to(call_tool),
-    )
-    .route("/healthz", web::get().to(healthz))
-    .route("/extensions", web::get().to(get_extensions))
-    .route("/extensions/mcp", web::put().to(put_extension))
-    .route("/extensions/mcp/reload", web::post().to(reload_all))
-    .route("/sessions", web::post().to(create_session))
-    .route("/sessions/{id}", web::get().to(get_session))
-    .route("/sessions/{id}", web::delete().to(delete_session))
-    .route(
-        "/sessions/{id}/extensions/mcp",
-        web::put().to(put_session_extension),
-    )
-    .route("/sessions/{id}/tools", web::get().to(list_tools))
-    .route("/sessions/{id}/tools/{name}", web::get().to(get_tool))
-    .route("/sessions/{id}/activity", web::post().to(activity))
-    .route("/sessions/{id}/events", web::get().to(events))
-    .route(
-        "/sessions/{id}/servers/{name}",
-        web::put().to(put_session_server),
-    );
+/// The limits of request bodies (`config.toml`: `max_body_bytes`, `max_call_body_bytes`).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    pub call: usize,
+    pub other: usize,
 }
 
-/// The largest tool call body (its arguments), and the largest of any other body.
-pub const CALL_BODY_LIMIT: usize = 16 * 1024 * 1024;
-
-/// Raw bodies up to the call limit; each handler parses its own (see [`parse_body`]).
-pub fn payload_config() -> web::PayloadConfig {
-    web::PayloadConfig::new(CALL_BODY_LIMIT)
-}
-
-/// Parse a request body strictly: an empty body is `T::default()`; anything else must be
-/// `application/json`, complete, at most 128 levels deep, and name no unknown field, or
-/// the request is refused with 400 and does not run.
-fn parse_body<T: DeserializeOwned + Default>(
-    req: &HttpRequest,
-    body: &[u8],
-) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
+impl Default for BodyLimits {
+    fn default() -> Self {
+        BodyLimits {
+            call: body::DEFAULT_CALL_BODY_LIMIT,
+            other: body::DEFAULT_BODY_LIMIT,
+        }
     }
-    let ct = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = ct.split(';').next().unwrap_or("").trim();
-    if !essence.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::not_run(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!(
-                "the body must be application/json, not {:?}",
-                crate::advertise::bound_text(ct, 100)
-            ),
-        ));
-    }
-    // serde_json refuses nesting deeper than 128 levels (its recursion limit).
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::not_run(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("invalid JSON body: {e}"),
-        )
-    })
 }
 
-/// JSON bodies: bad JSON is a clear 400, never a panic.
-pub fn json_config() -> web::JsonConfig {
-    web::JsonConfig::default()
-        .limit(16 * 1024 * 1024)
-        .error_handler(|err, _req| {
-            ApiError::not_run(
+/// A resource whose other methods answer 405 with the documented JSON error.
+fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(move |req: HttpRequest| async move {
+        let e = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{} is not allowed here (allowed: {allow})", req.method()),
+        );
+        let mut r = e.error_response();
+        if let Ok(v) = actix_web::http::header::HeaderValue::from_str(allow) {
+            r.headers_mut().insert(actix_web::http::header::ALLOW, v);
+        }
+        r
+    }))
+}
+
+/// Everything but the trust middleware (`App::wrap(from_fn(trust::guard))`, in `serve`):
+/// the routes, the hot one first (actix-web matches a request against each pattern in
+/// turn), the body limits, and JSON errors for unknown routes and bad parameters.
+pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
+    cfg.app_data(BodyLimit(limits.other))
+        .app_data(web::PathConfig::default().error_handler(|e, _| {
+            ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "bad_request",
-                format!("invalid JSON body: {err}"),
+                format!("a path parameter is not valid: {e}"),
             )
             .into()
-        })
+        }))
+        .app_data(web::QueryConfig::default().error_handler(|e, _| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the query is not valid: {e}"),
+            )
+            .into()
+        }))
+        .service(
+            resource("/sessions/{id}/tools/{name}/call", "POST")
+                .app_data(BodyLimit(limits.call))
+                .route(web::post().to(call_tool)),
+        )
+        .service(resource("/healthz", "GET").route(web::get().to(healthz)))
+        .service(resource("/extensions", "GET").route(web::get().to(get_extensions)))
+        .service(resource("/extensions/mcp", "PUT").route(web::put().to(put_extension)))
+        .service(resource("/extensions/mcp/reload", "POST").route(web::post().to(reload_all)))
+        .service(resource("/sessions", "POST").route(web::post().to(create_session)))
+        .service(
+            resource("/sessions/{id}", "GET, DELETE")
+                .route(web::get().to(get_session))
+                .route(web::delete().to(delete_session)),
+        )
+        .service(
+            resource("/sessions/{id}/extensions/mcp", "PUT")
+                .route(web::put().to(put_session_extension)),
+        )
+        .service(resource("/sessions/{id}/tools", "GET").route(web::get().to(list_tools)))
+        .service(resource("/sessions/{id}/tools/{name}", "GET").route(web::get().to(get_tool)))
+        .service(resource("/sessions/{id}/activity", "POST").route(web::post().to(activity)))
+        .service(resource("/sessions/{id}/events", "GET").route(web::get().to(events)))
+        .service(
+            resource("/sessions/{id}/servers/{name}", "PUT")
+                .route(web::put().to(put_session_server)),
+        )
+        .service(resource("/login/once", "POST").route(web::post().to(pane::issue_link)))
+        .service(resource("/login", "GET").route(web::get().to(pane::login)))
+        .service(resource("/token/rotate", "POST").route(web::post().to(pane::rotate_token)))
+        .service(resource("/", "GET").route(web::get().to(pane::index)))
+        .service(resource("/pane.js", "GET").route(web::get().to(pane::pane_js)))
+        .service(resource("/pane.css", "GET").route(web::get().to(pane::pane_css)))
+        .default_service(web::to(|req: HttpRequest| async move {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!(
+                    "no route {} {}",
+                    req.method(),
+                    crate::protocol::text::clean(req.path(), 200)
+                ),
+            )
+            .error_response()
+        }));
 }
 
 async fn healthz() -> HttpResponse {
@@ -305,13 +340,14 @@ async fn get_extensions(state: web::Data<AppState>) -> Result<HttpResponse, ApiE
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EnabledBody {
     enabled: bool,
 }
 
 async fn put_extension(
     state: web::Data<AppState>,
-    body: web::Json<EnabledBody>,
+    Strict(body): Strict<EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let on = body.enabled;
     let st = state.clone();
@@ -354,7 +390,15 @@ async fn put_extension(
     Ok(HttpResponse::Ok().json(json!({"mcp": {"enabled": on}, "errors": errors})))
 }
 
-async fn reload_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+/// A body that names nothing (`{}`, or none at all).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NoFields {}
+
+async fn reload_all(
+    state: web::Data<AppState>,
+    _body: Optional<NoFields>,
+) -> Result<HttpResponse, ApiError> {
     let ext = load_extensions(state.home.clone()).await?;
     let sessions: Vec<(String, SessionHandle)> = state
         .sessions
@@ -400,10 +444,8 @@ struct CreateSession {
 
 async fn create_session(
     state: web::Data<AppState>,
-    req: HttpRequest,
-    body: web::Bytes,
+    Optional(body): Optional<CreateSession>,
 ) -> Result<HttpResponse, ApiError> {
-    let body: CreateSession = parse_body(&req, &body)?;
     let choice = body.extensions.get("mcp").copied();
     let open = state.sessions.read().map(|s| s.len()).unwrap_or(0);
     if open >= state.limits.max_sessions {
@@ -450,6 +492,7 @@ fn session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
 /// The session, without counting the request as activity: reading a session's view (a
 /// monitor polling it) does not keep an idle session open.
 fn peek_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+    body::session_id(id)?;
     state
         .sessions
         .read()
@@ -471,6 +514,7 @@ async fn delete_session(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    body::session_id(&path)?;
     let s = state
         .sessions
         .write()
@@ -484,7 +528,7 @@ async fn delete_session(
 async fn put_session_extension(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<EnabledBody>,
+    Strict(body): Strict<EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
     let r = s
@@ -512,9 +556,10 @@ async fn put_session_extension(
 async fn put_session_server(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    body: web::Json<EnabledBody>,
+    Strict(body): Strict<EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, name) = path.into_inner();
+    body::server_name(&name)?;
     let s = session(&state, &id)?;
     let ext = load_extensions(state.home.clone()).await?;
     let configured = ext
@@ -576,6 +621,7 @@ async fn get_tool(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, name) = path.into_inner();
+    body::tool_name(&name)?;
     let s = session(&state, &id)?;
     let snap = s.shared.load();
     let t = snap
@@ -597,11 +643,10 @@ struct CallBody {
 async fn call_tool(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    req: HttpRequest,
-    body: web::Bytes,
+    Optional(body): Optional<CallBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let body: CallBody = parse_body(&req, &body)?;
     let (id, name) = path.into_inner();
+    body::tool_name(&name)?;
     let s = session(&state, &id)?;
     let snap = s.shared.load();
     let tool = snap.table.lookup(&name).cloned().ok_or_else(|| {
@@ -712,6 +757,7 @@ fn call_error(e: CallError) -> ApiError {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ActivityBody {
     kind: String,
 }
@@ -719,7 +765,7 @@ struct ActivityBody {
 async fn activity(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<ActivityBody>,
+    Strict(body): Strict<ActivityBody>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
     let turn_end = match body.kind.as_str() {

@@ -21,8 +21,14 @@ fn main() {
                 }
             }
         }
-        Command::Status { daemon } => albedo_mcp::cli::client::status(&daemon),
-        Command::Tools { daemon } => albedo_mcp::cli::client::tools(&daemon),
+        Command::Status { daemon } => albedo_mcp::cli::client::status(daemon.as_deref()),
+        Command::Tools { daemon } => albedo_mcp::cli::client::tools(daemon.as_deref()),
+        Command::Token {
+            rotate,
+            path,
+            daemon,
+        } => albedo_mcp::cli::client::token(daemon.as_deref(), rotate, path),
+        Command::Web { daemon } => albedo_mcp::cli::client::web(daemon.as_deref()),
         Command::ConformanceClient { url } => albedo_mcp::cli::conformance::run(&url),
     };
     std::process::exit(code);

@@ -1,9 +1,12 @@
 //! The command line: `serve` runs the daemon; `launch` is the stdio launcher (internal);
 //! `conformance-client` talks to one server directly; the other commands are clients of a
-//! running daemon's HTTP API and never write its files.
+//! running daemon's HTTP API (over its socket when it answers there, else over TCP with the
+//! API token; see `client`) and never write its files, but for `token --rotate` with no
+//! daemon running, which writes the token file the daemon reads at start.
 
 pub mod client;
 pub mod conformance;
+pub mod listen;
 pub mod serve;
 
 use clap::{Parser, Subcommand};
@@ -39,13 +42,36 @@ pub enum Command {
     },
     /// Ask a running daemon for its health.
     Status {
-        #[arg(long, default_value = "http://127.0.0.1:7420")]
-        daemon: String,
+        /// The daemon: a URL, or a socket path (default: $ALBEDO_DAEMON, else the socket in
+        /// $ALBEDO_HOME, else the `listen` address of config.toml with the API token).
+        #[arg(long)]
+        daemon: Option<String>,
     },
     /// Create a session on a running daemon and list its tools.
     Tools {
-        #[arg(long, default_value = "http://127.0.0.1:7420")]
-        daemon: String,
+        /// The daemon (as for `status`).
+        #[arg(long)]
+        daemon: Option<String>,
+    },
+    /// Print the API token (to send as `Authorization: Bearer`), or make a new one.
+    Token {
+        /// Make a new token (through the running daemon, or in the file when none answers):
+        /// the old one and every signed-in web pane stop working.
+        #[arg(long)]
+        rotate: bool,
+        /// Print the token file's path instead of the token.
+        #[arg(long, conflicts_with = "rotate")]
+        path: bool,
+        /// The daemon (as for `status`).
+        #[arg(long)]
+        daemon: Option<String>,
+    },
+    /// Print a one-time sign-in link to the web pane (good once, for a minute) and open it in
+    /// a browser (unless ALBEDO_NO_BROWSER is set or there is none).
+    Web {
+        /// The daemon (as for `status`).
+        #[arg(long)]
+        daemon: Option<String>,
     },
     /// Talk to one HTTP MCP server as the conformance runner's client: do the work of the
     /// scenario named in MCP_CONFORMANCE_SCENARIO and exit (0 when it all worked).

@@ -1,5 +1,9 @@
 //! `albedo-mcp serve`: start the actors and the HTTP API, and shut down cleanly on SIGINT or
 //! SIGTERM, closing every connection (which ends every stdio server process).
+//!
+//! The API listens on TCP and on the Unix socket `$ALBEDO_HOME/albedo.sock` (`listen`), behind
+//! the trust boundary (`api::trust`); the API token is read or created at start
+//! (`store::token`) and never logged.
 
 use crate::actors::connection::ConnContext;
 use crate::actors::registry::{CloseAll, Registry};
@@ -7,7 +11,7 @@ use crate::actors::runtime::Runtime;
 use crate::api::{self, AppState};
 use crate::store::daemon_config::{albedo_home, DaemonConfig};
 use actix::prelude::*;
-use actix_web::{web, App, HttpServer};
+use actix_web::{middleware::from_fn, web, App, HttpServer};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -21,6 +25,10 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Config(#[from] crate::store::daemon_config::ConfigError),
+    #[error(transparent)]
+    Token(#[from] crate::store::token::TokenError),
+    #[error(transparent)]
+    Listen(#[from] super::listen::ListenError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -67,6 +75,7 @@ fn release_large_buffers() {
 
 pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), ServeError> {
     let home = albedo_home();
+    let _ = super::listen::create_private_home(&home);
     std::fs::create_dir_all(&home).map_err(|source| ServeError::Home {
         path: home.display().to_string(),
         source,
@@ -75,6 +84,23 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
     init_logging(&cfg.log_format);
     release_large_buffers();
     let listen = listen.unwrap_or_else(|| cfg.listen.clone());
+    // The API token: read, or created on the first start; registered with the log writer's
+    // redaction so that no log line can carry it.
+    let (token, created) = crate::store::token::load_or_create(&home)?;
+    crate::protocol::text::register_secrets([token.as_str()]);
+    let token_file = crate::store::token::token_path(&home);
+    if created {
+        tracing::info!(path = %token_file.display(), "created the API token (mode 0600)");
+    }
+    let tcp_addrs = super::listen::resolve(&listen)?;
+    let server_tls = super::listen::tls_config(cfg.tls_cert.as_deref(), cfg.tls_key.as_deref())?;
+    let exposure = super::listen::exposure(
+        &listen,
+        &tcp_addrs,
+        server_tls.is_some(),
+        cfg.allow_plain_http_remote,
+    )?;
+    let socket = super::listen::open_socket(&home)?;
     let launcher = crate::transport::stdio::default_launcher()
         .map_err(|e| ServeError::Launcher(e.to_string()))?;
     let store = crate::store::catalogue::CatalogueStore::open(&cfg.database_url(&home))?;
@@ -104,27 +130,72 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         );
         let state = web::Data::new(AppState::new(home.clone(), runtime, limits));
         actix_rt::spawn(api::sweep_idle_sessions(state.clone()));
+        let trust = web::Data::new(api::trust::Trust::new(
+            &token,
+            home.clone(),
+            socket.as_ref().map(|s| s.path.clone()),
+            &cfg.allowed_hosts,
+        ));
+        let bodies = api::BodyLimits {
+            call: cfg.max_call_body_bytes.max(1),
+            other: cfg.max_body_bytes.max(1),
+        };
+        let app_trust = trust.clone();
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
-                .app_data(api::json_config())
-                .app_data(api::payload_config())
-                .configure(api::routes)
+                .app_data(app_trust.clone())
+                .wrap(from_fn(api::trust::guard))
+                .configure(|c| api::configure(c, bodies))
         })
+        .on_connect(api::trust::on_connect)
         .workers(threads.min(4))
-        .shutdown_timeout(3)
-        .bind(&listen)
+        .shutdown_timeout(3);
+        let tls = server_tls.is_some();
+        let server = match server_tls {
+            Some(t) => server.bind_rustls_0_23(&tcp_addrs[..], t),
+            None => server.bind(&tcp_addrs[..]),
+        }
         .map_err(|source| ServeError::Bind {
             addr: listen.clone(),
             source,
         })?;
+        // TCP addresses only (a Unix listener shows as a made-up 127.0.0.1:8080).
         let addrs = server.addrs();
+        if let Some(first) = addrs.first() {
+            trust.set_origin(super::listen::own_origin(*first, tls));
+        }
+        let scheme = if tls { "https" } else { "http" };
         let shown: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-        tracing::info!(home = %home.display(), "albedo-mcp listening on http://{}", shown.join(", "));
+        let server = match &socket {
+            Some(s) => {
+                let l = s.listener.try_clone().map_err(|source| ServeError::Bind {
+                    addr: s.path.display().to_string(),
+                    source,
+                })?;
+                server.listen_uds(l).map_err(|source| ServeError::Bind {
+                    addr: s.path.display().to_string(),
+                    source,
+                })?
+            }
+            None => server,
+        };
+        let urls: Vec<String> = shown.iter().map(|a| format!("{scheme}://{a}")).collect();
+        super::listen::log_exposure(exposure, &urls.join(", "));
+        tracing::info!(
+            home = %home.display(),
+            token = %token_file.display(),
+            socket = %socket.as_ref().map(|s| s.path.display().to_string()).unwrap_or_else(|| "none".into()),
+            "albedo-mcp listening on {}",
+            urls.join(", ")
+        );
         if let Some(f) = ready_file {
             let _ = crate::store::files::write_atomic(&f, shown.join("\n").as_bytes(), 0o644);
         }
         let result = server.run().await;
+        if let Some(s) = &socket {
+            s.remove();
+        }
         let open = registry.send(CloseAll).await.unwrap_or(0);
         tracing::info!(connections = open, "albedo-mcp stopped; connections closed");
         // Give actors a moment to drop their transports (the launchers end the servers).

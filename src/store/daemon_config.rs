@@ -26,6 +26,32 @@ pub struct DaemonConfig {
     /// Dials and discoveries running at once across the daemon.
     #[serde(default = "default_max_concurrent_dials")]
     pub max_concurrent_dials: usize,
+    /// Host names (or `name:port`) the API accepts in `Host` beside `127.0.0.1`, `localhost`
+    /// and `[::1]` with the daemon's port (a reverse proxy's name, a remote name).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// The API over TLS: a PEM certificate chain and its PEM private key.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// Listen beyond loopback without TLS (the token then crosses the network in clear).
+    #[serde(default)]
+    pub allow_plain_http_remote: bool,
+    /// The largest request body but a tool call's, in bytes (413 past it).
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// The largest tool call body, in bytes (413 past it).
+    #[serde(default = "default_max_call_body_bytes")]
+    pub max_call_body_bytes: usize,
+}
+
+fn default_max_body_bytes() -> usize {
+    1024 * 1024
+}
+
+fn default_max_call_body_bytes() -> usize {
+    16 * 1024 * 1024
 }
 
 fn default_max_sessions() -> usize {
@@ -79,7 +105,8 @@ impl DaemonConfig {
                 config::Environment::with_prefix("ALBEDO")
                     .try_parsing(true)
                     .list_separator(",")
-                    .with_list_parse_key("ca_files"),
+                    .with_list_parse_key("ca_files")
+                    .with_list_parse_key("allowed_hosts"),
             )
             .build()
             .and_then(|c| c.try_deserialize::<DaemonConfig>())

@@ -1,5 +1,6 @@
 //! Shared test harness: start the real daemon binary on a temporary `$ALBEDO_HOME`, talk to
-//! its HTTP API, and find the real peers installed by `tests/peers/install.sh`.
+//! its HTTP API (with the API token from `$ALBEDO_HOME/api-token`, as every local client
+//! does over TCP), and find the real peers installed by `tests/peers/install.sh`.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -62,11 +63,20 @@ pub fn fixture_server(name: &str, extra: &[&str]) -> Value {
     json!({"type": "stdio", "command": venv_python(), "args": args})
 }
 
+/// The API token a daemon made in its home (`api-token`), once it is there.
+pub fn home_token(home: &Path) -> String {
+    std::fs::read_to_string(home.join("api-token"))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
 /// A running daemon on its own home folder; killed when dropped.
 pub struct Daemon {
     pub child: Option<Child>,
     pub base: String,
     pub home: tempfile::TempDir,
+    /// Its API token (sent as `Authorization: Bearer` by every helper below).
+    pub token: String,
 }
 
 impl Daemon {
@@ -114,11 +124,24 @@ impl Daemon {
             assert!(Instant::now() < deadline, "the daemon did not start");
             std::thread::sleep(Duration::from_millis(20));
         };
+        let token = home_token(home.path());
         Daemon {
             child: Some(child),
             base: format!("http://{addr}"),
             home,
+            token,
         }
+    }
+
+    /// The `Authorization` header's value for this daemon.
+    pub fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    /// A request to this daemon with its token.
+    pub fn request(&self, method: &str, path: &str) -> ureq::Request {
+        ureq::request(method, &format!("{}{}", self.base, path))
+            .set("Authorization", &self.bearer())
     }
 
     pub fn log(&self) -> String {
@@ -139,23 +162,23 @@ impl Daemon {
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {
-        response(ureq::get(&format!("{}{}", self.base, path)).call())
+        response(self.request("GET", path).call())
     }
 
     pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
         response(
-            ureq::post(&format!("{}{}", self.base, path))
+            self.request("POST", path)
                 .timeout(Duration::from_secs(120))
                 .send_json(body),
         )
     }
 
     pub fn put(&self, path: &str, body: Value) -> (u16, Value) {
-        response(ureq::put(&format!("{}{}", self.base, path)).send_json(body))
+        response(self.request("PUT", path).send_json(body))
     }
 
     pub fn delete(&self, path: &str) -> u16 {
-        match ureq::delete(&format!("{}{}", self.base, path)).call() {
+        match self.request("DELETE", path).call() {
             Ok(r) => r.status(),
             Err(ureq::Error::Status(s, _)) => s,
             Err(e) => panic!("DELETE {path}: {e}"),

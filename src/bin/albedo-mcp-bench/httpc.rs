@@ -1,6 +1,7 @@
 //! A minimal HTTP/1.1 keep-alive client for the daemon's API (the load generator and the
 //! session scenarios): cheap, so the daemon's cost dominates. Content-Length and chunked
-//! bodies.
+//! bodies. It sends the daemon's API token (`Authorization: Bearer`), as every TCP client
+//! must.
 
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -8,6 +9,8 @@ use tokio::net::TcpStream;
 
 pub struct Conn {
     addr: String,
+    /// The `Authorization` header line, ready to write.
+    auth: Vec<u8>,
     stream: Option<TcpStream>,
     buf: Vec<u8>,
     req: Vec<u8>,
@@ -18,10 +21,11 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 impl Conn {
-    /// `addr` is `host:port`.
-    pub fn new(addr: &str) -> Conn {
+    /// `addr` is `host:port`; `token` the daemon's API token.
+    pub fn new(addr: &str, token: &str) -> Conn {
         Conn {
             addr: addr.to_owned(),
+            auth: format!("Authorization: Bearer {token}\r\n").into_bytes(),
             stream: None,
             buf: Vec::with_capacity(16 * 1024),
             req: Vec::with_capacity(1024),
@@ -92,6 +96,7 @@ impl Conn {
         self.req.extend_from_slice(b" HTTP/1.1\r\nHost: ");
         self.req.extend_from_slice(self.addr.as_bytes());
         self.req.extend_from_slice(b"\r\n");
+        self.req.extend_from_slice(&self.auth);
         if let Some(b) = body {
             self.req.extend_from_slice(
                 format!(

@@ -724,7 +724,7 @@ impl Bench {
                     let (id, tools) = self
                         .rt
                         .block_on(async {
-                            let mut c = httpc::Conn::new(&d.addr);
+                            let mut c = d.conn();
                             let (st, body) =
                                 c.request("POST", "/sessions", Some(b"{}")).await.ok()?;
                             if st != 201 {
@@ -808,7 +808,7 @@ impl Bench {
             );
             let t = Instant::now();
             let v = self.rt.block_on(async {
-                let mut c = httpc::Conn::new(&d.addr);
+                let mut c = d.conn();
                 let (_, body) = c.request("POST", "/sessions", Some(b"{}")).await.ok()?;
                 serde_json::from_slice::<Value>(&body).ok()
             });
@@ -1074,6 +1074,9 @@ impl Bench {
                 ),
                 proc_,
                 addr,
+                token: std::fs::read_to_string(home.join("api-token"))
+                    .map(|t| t.trim().to_owned())
+                    .unwrap_or_default(),
                 home,
             }),
             None => {
@@ -1088,7 +1091,7 @@ impl Bench {
 
     fn open_session_view(&mut self, d: &Daemon) -> Option<(String, Value)> {
         let r = self.rt.block_on(async {
-            let mut c = httpc::Conn::new(&d.addr);
+            let mut c = d.conn();
             c.request("POST", "/sessions", Some(b"{}")).await
         });
         match r {
@@ -1120,7 +1123,7 @@ impl Bench {
 
     fn get_json(&self, d: &Daemon, path: &str) -> Option<Value> {
         self.rt.block_on(async {
-            let mut c = httpc::Conn::new(&d.addr);
+            let mut c = d.conn();
             let (st, body) = c.request("GET", path, None).await.ok()?;
             (st == 200).then(|| serde_json::from_slice(&body).ok())?
         })
@@ -1129,7 +1132,7 @@ impl Bench {
     /// The host's first submit: it starts the background checks of saved catalogues.
     fn submit(&mut self, d: &Daemon, id: &str) {
         let _ = self.rt.block_on(async {
-            let mut c = httpc::Conn::new(&d.addr);
+            let mut c = d.conn();
             c.request(
                 "POST",
                 &format!("/sessions/{id}/activity"),
@@ -1141,7 +1144,7 @@ impl Bench {
 
     fn delete_session(&mut self, d: &Daemon, id: &str) {
         let _ = self.rt.block_on(async {
-            let mut c = httpc::Conn::new(&d.addr);
+            let mut c = d.conn();
             c.request("DELETE", &format!("/sessions/{id}"), None).await
         });
     }
@@ -1165,9 +1168,7 @@ impl Bench {
     ) -> LoadResult {
         let body = ECHO_BODY;
         self.rt.block_on(async {
-            let mut conns: Vec<httpc::Conn> = (0..concurrency)
-                .map(|_| httpc::Conn::new(&d.addr))
-                .collect();
+            let mut conns: Vec<httpc::Conn> = (0..concurrency).map(|_| d.conn()).collect();
             let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
             load(&mut conns, paths, body, warmup, None).await;
             let until = Instant::now() + Duration::from_millis(duration_ms);
@@ -1178,7 +1179,7 @@ impl Bench {
     /// `calls` sequential calls through the API.
     fn api_count(&self, d: &Daemon, path: &str, body: &[u8], calls: u64) -> LoadResult {
         self.rt.block_on(async {
-            let mut conns = vec![httpc::Conn::new(&d.addr)];
+            let mut conns = vec![d.conn()];
             let far = Instant::now() + Duration::from_secs(3600);
             measured(d, &mut conns, &[path.to_owned()], body, far, Some(calls)).await
         })
@@ -1378,9 +1379,16 @@ struct Daemon {
     proc_: Proc,
     addr: String,
     home: PathBuf,
+    /// Its API token (`$ALBEDO_HOME/api-token`), sent on every request.
+    token: String,
 }
 
 impl Daemon {
+    /// A keep-alive connection to the daemon's API, with its token.
+    fn conn(&self) -> httpc::Conn {
+        httpc::Conn::new(&self.addr, &self.token)
+    }
+
     fn pid(&self) -> i32 {
         self.proc_.pid()
     }
