@@ -35,6 +35,9 @@
 #   .peers/conformance-next/node_modules/@modelcontextprotocol/conformance/dist/index.js
 #        conformance 0.2.0-alpha.12, run with Node 22:                               CONFORMANCE_NEXT_JS
 #   .peers/venv/bin/python    Python venv with mcp==2.3.0, fastmcp==4.2.3            PEERS_VENV_PY
+#   .peers/browser/node_modules/puppeteer-core   puppeteer-core 25.16.0 (run with Node 22), which
+#        drives the system's Chromium (Debian's `chromium`, installed by .ci/run) for the
+#        browser tests (tests/browser.rs, tests/browser/drive.cjs; NODE_PATH=this node_modules)
 #   tests/peers/localhost.cjs  node --require preload: listen() without host -> 127.0.0.1
 #                                                                                    PEERS_LOCALHOST_CJS
 #   tests/servers/py_mcp_server.py, tests/servers/fastmcp_paged.py  (run with PEERS_VENV_PY)
@@ -67,6 +70,8 @@ NPM_PKGS=(
 CONF_STABLE=0.1.16
 CONF_NEXT=0.2.0-alpha.12
 PY_PKGS=("mcp==2.3.0" "fastmcp==4.2.3")
+# Drives the system's Chromium (no browser download: PUPPETEER_SKIP_DOWNLOAD).
+BROWSER_PKGS=("puppeteer-core@25.16.0")
 
 # The machine's Node 20 and npm do the installing; make sure our own Node 22 is not first.
 SYS_PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v "^$P" | paste -sd: -)"
@@ -125,6 +130,13 @@ install_conformance() { # NAME VERSION
   if [ $FORCE = 0 ] && npm_ok "$d" "@modelcontextprotocol/conformance@$2"; then return 0; fi
   npm_install "$d" "@modelcontextprotocol/conformance@$2"
   npm_ok "$d" "@modelcontextprotocol/conformance@$2"
+}
+
+install_browser() {
+  local d="$P/browser"
+  if [ $FORCE = 0 ] && npm_ok "$d" "${BROWSER_PKGS[@]}"; then return 0; fi
+  PUPPETEER_SKIP_DOWNLOAD=1 npm_install "$d" "${BROWSER_PKGS[@]}"
+  npm_ok "$d" "${BROWSER_PKGS[@]}"
 }
 
 install_venv() {
@@ -245,6 +257,7 @@ run_part npm install_npm
 run_part conformance-stable install_conformance stable "$CONF_STABLE"
 run_part conformance-next install_conformance next "$CONF_NEXT"
 run_part venv install_venv
+run_part browser install_browser
 
 FAILED=()
 for name in "${!PIDS[@]}"; do
@@ -272,4 +285,4 @@ if [ $VERIFY = 1 ]; then
 fi
 
 MS=$(( ($(date +%s%N) - START_NS) / 1000000 ))
-echo "peers: node $NODE22_VER, ${NPM_PKGS[*]##*/}, conformance $CONF_STABLE + $CONF_NEXT, ${PY_PKGS[*]} ready in $P ($((MS / 1000)).$(printf '%03d' $((MS % 1000)))s)"
+echo "peers: node $NODE22_VER, ${NPM_PKGS[*]##*/}, conformance $CONF_STABLE + $CONF_NEXT, ${PY_PKGS[*]}, ${BROWSER_PKGS[*]} ready in $P ($((MS / 1000)).$(printf '%03d' $((MS % 1000)))s)"
