@@ -306,6 +306,18 @@ fn a_real_browser_signs_in_and_other_pages_and_rebinding_get_nothing() {
         v["id"].as_str().unwrap().starts_with("s2-"),
         "a page of another origin created a session: {v}"
     );
+    // The reload the url-encoded form asked for never ran: the pane's session was not
+    // prepared again.
+    let pane_id = r["pane_session"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("session ");
+    let (st, v) = d.get(&format!("/sessions/{pane_id}"));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["generation"], 1,
+        "a page of another origin reloaded the settings: {v}"
+    );
     // The daemon says why it refused.
     let log = d.log();
     assert!(log.contains("origin_refused"), "{log}");

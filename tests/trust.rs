@@ -268,14 +268,7 @@ fn a_home_others_can_enter_gets_no_socket_and_tcp_still_works() {
 fn a_stale_socket_is_replaced_and_a_live_one_stops_a_second_daemon() {
     let mut a = Daemon::start_in(private_home(json!({}), ""), &[]);
     // A second daemon on the same home: it must not take the socket over.
-    let out = Command::new(launcher())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("ALBEDO_HOME", a.home.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_start(a.home.path(), "127.0.0.1:0");
     assert!(err.contains("another daemon answers"), "{err}");
     assert_eq!(uds(&a, "GET", "/healthz", &[], b"").status, 200);
     // Killed: the socket file stays behind, stale; the next daemon replaces it.
@@ -791,14 +784,7 @@ fn no_secret_reaches_a_log() {
 fn beyond_loopback_needs_tls_or_the_explicit_choice() {
     // Refused: 0.0.0.0 in plain HTTP.
     let home = private_home(json!({}), "");
-    let out = Command::new(launcher())
-        .args(["serve", "--listen", "0.0.0.0:0"])
-        .env("ALBEDO_HOME", home.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_start(home.path(), "0.0.0.0:0");
     assert!(
         err.contains("refusing to listen") && err.contains("allow_plain_http_remote"),
         "{err}"
@@ -863,6 +849,35 @@ fn beyond_loopback_needs_tls_or_the_explicit_choice() {
         head.contains("set-cookie:") && head.contains("; secure"),
         "{head}"
     );
+}
+
+/// Start `serve` and expect it to stop by itself with an error within 20 s (a daemon that
+/// starts instead is killed, and the test fails); answers what it wrote on stderr.
+fn refused_start(home: &Path, listen: &str) -> String {
+    let log = home.join("refused.log");
+    let mut child = Command::new(launcher())
+        .args(["serve", "--listen", listen])
+        .env("ALBEDO_HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    wait_until(Duration::from_secs(20), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the daemon started on {listen} ({status:?}): {err}"
+    );
+    err
 }
 
 /// `Daemon::start_in` with another listen address (the ready file holds the bound one).
