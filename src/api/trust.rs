@@ -748,6 +748,58 @@ mod tests {
         assert_eq!(t.cookies.lock().unwrap().len(), MAX_COOKIES);
     }
 
+    /// What the checks cost per request (not a pass/fail test; run it in release:
+    /// `cargo test --release --lib api::trust::tests::cost_per_request -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn cost_per_request() {
+        let (t, tok) = trust(&["box.lan"]);
+        let bearer = format!("Bearer {}", tok.as_str());
+        let cookie = format!(
+            "albedo_session_7420={}",
+            t.new_cookie(Instant::now()).unwrap()
+        );
+        let cases = [
+            (
+                "token",
+                vec![
+                    ("host", "127.0.0.1:7420"),
+                    ("authorization", bearer.as_str()),
+                ],
+            ),
+            (
+                "cookie+origin",
+                vec![
+                    ("host", "127.0.0.1:7420"),
+                    ("cookie", cookie.as_str()),
+                    ("origin", "http://127.0.0.1:7420"),
+                ],
+            ),
+            (
+                "refused host",
+                vec![
+                    ("host", "attacker.example:7420"),
+                    ("authorization", bearer.as_str()),
+                ],
+            ),
+        ];
+        for (name, h) in cases {
+            let r = req(&h, Method::GET, "/sessions/s1-0/tools");
+            let n = 200_000u32;
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(
+                    t.check_via(Some(tcp(7420)), std::hint::black_box(&r))
+                        .is_ok(),
+                );
+            }
+            println!(
+                "{name}: {:.0} ns per request",
+                start.elapsed().as_nanos() as f64 / n as f64
+            );
+        }
+    }
+
     #[test]
     fn the_token_is_compared_by_digest() {
         let (t, tok) = trust(&[]);
