@@ -6,6 +6,7 @@
 //! link is resolved, the temporary file goes beside the file it names, and the link stays. An
 //! existing file keeps its mode. Nothing is left behind when a write fails.
 //!
+//! [`create_new_atomic`] creates a file only if it does not exist, whole (`fingerprint.key`).
 //! [`create_home`] makes `$ALBEDO_HOME` (mode 0700), [`create_private_file`] a new file of
 //! mode 0600 (the catalogue database before SQLite opens it), and [`open_private`] opens a
 //! file that must not be readable by group or others (`creds.json`, `fingerprint.key`).
@@ -115,6 +116,45 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
         return Err(e);
     }
     sync_dir(&dir)
+}
+
+/// Create `path` holding `bytes` with exactly `mode`, only if it does not exist, so that no
+/// reader ever sees a part of it: a temporary file is written and hard-linked into place
+/// (`link` fails when the name is taken). Returns whether it created the file (`false`: it
+/// was there). On a file system without hard links the file is created exclusively and
+/// written in place.
+pub fn create_new_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<bool> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let (tmp, mut f) = create_temp(&dir, name, mode)?;
+    let linked = (|| {
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => sync_dir(&dir).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e)
+            if [Some(nix::libc::EPERM), Some(nix::libc::EOPNOTSUPP)]
+                .contains(&e.raw_os_error()) =>
+        {
+            let mut f = match create_exclusive(path, mode) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            f.write_all(bytes)?;
+            f.sync_all()?;
+            sync_dir(&dir).map(|()| true)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// What [`create_home`] found.

@@ -7,5 +7,6 @@
 pub mod catalogue;
 pub mod daemon_config;
 pub mod files;
+pub mod fingerprint;
 pub mod schema;
 pub mod settings;
