@@ -373,10 +373,7 @@ impl Link {
                     command: command.clone(),
                     args: args.clone(),
                     cwd: cwd.clone(),
-                    env: env
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.expose().to_owned()))
-                        .collect(),
+                    env: env.clone(),
                 };
                 StdioTransport::spawn(&spec, sink)
                     .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?
