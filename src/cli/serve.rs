@@ -1,5 +1,9 @@
 //! `albedo-mcp serve`: start the actors and the HTTP API, and shut down cleanly on SIGINT or
 //! SIGTERM, closing every connection (which ends every stdio server process).
+//!
+//! At start it creates `$ALBEDO_HOME` with mode 0700 (an existing one that group or others
+//! can use gets a warning; its mode is not changed) and reads or creates the fingerprint key
+//! (a key file others can read stops the daemon, naming the fix).
 
 use crate::actors::connection::ConnContext;
 use crate::actors::registry::{CloseAll, Registry};
@@ -21,6 +25,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Config(#[from] crate::store::daemon_config::ConfigError),
+    #[error(transparent)]
+    Key(#[from] crate::store::fingerprint::KeyError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -67,12 +73,23 @@ fn release_large_buffers() {
 
 pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), ServeError> {
     let home = albedo_home();
-    std::fs::create_dir_all(&home).map_err(|source| ServeError::Home {
-        path: home.display().to_string(),
-        source,
-    })?;
+    let home_status =
+        crate::store::files::create_home(&home).map_err(|source| ServeError::Home {
+            path: home.display().to_string(),
+            source,
+        })?;
     let cfg = DaemonConfig::load(&home)?;
     init_logging(&cfg.log_format);
+    if let crate::store::files::HomeStatus::Loose(mode) = home_status {
+        tracing::warn!(
+            home = %home.display(),
+            "{} has mode {mode:04o}: group or others can use it; `chmod 700 {}` keeps the \
+             settings and the database private",
+            home.display(),
+            home.display()
+        );
+    }
+    crate::store::fingerprint::FingerprintKey::load_or_create(&home)?;
     release_large_buffers();
     let listen = listen.unwrap_or_else(|| cfg.listen.clone());
     let launcher = crate::transport::stdio::default_launcher()

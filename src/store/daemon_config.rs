@@ -28,6 +28,10 @@ pub struct DaemonConfig {
     pub max_concurrent_dials: usize,
 }
 
+/// Default of `max_concurrent_dials`: dials (spawn + handshake) and discoveries running at
+/// once across the whole daemon.
+pub const DEFAULT_CONCURRENT_DIALS: usize = 16;
+
 fn default_max_sessions() -> usize {
     1000
 }
@@ -37,7 +41,7 @@ fn default_session_idle_secs() -> u64 {
 }
 
 fn default_max_concurrent_dials() -> usize {
-    crate::actors::connection::DEFAULT_CONCURRENT_DIALS
+    DEFAULT_CONCURRENT_DIALS
 }
 
 #[derive(Debug, thiserror::Error)]

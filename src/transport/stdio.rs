@@ -9,6 +9,7 @@
 
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
 use crate::protocol::jsonrpc::MAX_MESSAGE_BYTES;
+use crate::store::settings::Secret;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -27,8 +28,9 @@ pub struct StdioSpec {
     pub command: String,
     pub args: Vec<String>,
     pub cwd: Option<PathBuf>,
-    /// The complete environment of the server.
-    pub env: BTreeMap<String, String>,
+    /// The complete environment of the server. The values are secrets: their `Debug` never
+    /// shows them, and they are exposed only to the process being spawned.
+    pub env: BTreeMap<String, Secret>,
 }
 
 /// Counters of what the server sent that was not usable.
@@ -100,7 +102,8 @@ impl StdioTransport {
             .arg("--")
             .arg(&spec.command)
             .args(&spec.args);
-        cmd.env_clear().envs(&spec.env);
+        cmd.env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v.expose())));
         cmd.env(
             super::launcher::CONTROL_FD_ENV,
             ctl_read.as_raw_fd().to_string(),
