@@ -525,3 +525,17 @@ fn make_certs_with_openssl(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
         )
     })
 }
+
+/// A `--tools-json` file in `dir` whose catalogue is about 9.6 MiB, over the 8 MiB limit:
+/// 200 tools with 48 KiB descriptions (each line stays under the 16 MiB message cap).
+pub fn oversized_tools_json(dir: &Path) -> PathBuf {
+    let big = dir.join("tools.json");
+    let tools: Vec<Value> = (0..200)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "description": "d".repeat(48 * 1024),
+                   "inputSchema": {"type": "object"}})
+        })
+        .collect();
+    std::fs::write(&big, serde_json::to_vec(&tools).unwrap()).unwrap();
+    big
+}
