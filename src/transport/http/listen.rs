@@ -268,4 +268,20 @@ mod tests {
         assert_eq!(end, ListenEnd::SessionEnded(404));
         assert_eq!(times, vec![0.0, 1.5, 3.0]);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn schedule_with_paused_time_floors_a_server_retry_of_0_at_one_second() {
+        // A stream that talks and drops at once, with `retry: 0`, again and again: reopened
+        // once a second, never in a tight loop.
+        let script = vec![
+            ListenAttempt::Dropped {
+                heard: true,
+                retry: Some(Duration::ZERO),
+            };
+            6
+        ];
+        let (times, end) = run_fake(script).await;
+        assert_eq!(end, ListenEnd::Refused(405));
+        assert_eq!(times, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    }
 }

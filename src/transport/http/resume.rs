@@ -15,8 +15,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The wait before a resumption GET: the stream's `retry`, else the default, at most the cap.
+/// The server's `retry` is floored at the default (250 ms), so that `retry: 0` cannot make
+/// the client resume in a tight loop.
 pub fn resume_wait(retry: Option<Duration>, default: Duration, cap: Duration) -> Duration {
-    retry.unwrap_or(default).min(cap)
+    retry.map_or(default, |r| r.max(default)).min(cap)
 }
 
 /// Read a request's SSE stream, and resume it (2025-11-25 era) until its response arrives.
@@ -117,5 +119,41 @@ mod tests {
             w(Some(Duration::from_millis(u64::MAX))),
             Duration::from_secs(30)
         );
+    }
+
+    #[test]
+    fn a_server_retry_under_250_ms_is_floored() {
+        let d = HttpOptions::default();
+        let w = |ms| {
+            resume_wait(
+                Some(Duration::from_millis(ms)),
+                d.resume_default_wait,
+                d.resume_max_wait,
+            )
+        };
+        for ms in [0, 1, 249] {
+            assert_eq!(w(ms), Duration::from_millis(250), "retry {ms} ms");
+        }
+        assert_eq!(w(251), Duration::from_millis(251));
+    }
+
+    /// Resumptions paced by `resume_wait` on paused time: with `retry: 0`, twenty of them take
+    /// at least five (virtual) seconds, not none.
+    #[tokio::test(start_paused = true)]
+    async fn resumptions_after_retry_0_on_paused_time_are_250_ms_apart() {
+        let d = HttpOptions::default();
+        let start = tokio::time::Instant::now();
+        let mut at = Vec::new();
+        for _ in 0..20 {
+            tokio::time::sleep(resume_wait(
+                Some(Duration::ZERO),
+                d.resume_default_wait,
+                d.resume_max_wait,
+            ))
+            .await;
+            at.push(start.elapsed());
+        }
+        assert_eq!(at[0], Duration::from_millis(250));
+        assert_eq!(at[19], Duration::from_secs(5));
     }
 }
