@@ -4,11 +4,12 @@
 //!
 //! Owns: the launcher process, the server's stdin and stdout, the control pipe. Closing
 //! drops stdin and the control pipe together; the launcher runs the EOF, SIGTERM, SIGKILL
-//! sequence. A line over 16 MiB, a line that is not JSON-RPC, or a response nobody waits for
-//! is logged and counted, never fatal.
+//! sequence. A line over 16 MiB, a line that is not JSON-RPC, a response whose string id is
+//! over 256 bytes (it cannot answer any request of ours, whose ids are numbers), or a
+//! response nobody waits for is logged and counted, never fatal.
 
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
-use crate::protocol::jsonrpc::MAX_MESSAGE_BYTES;
+use crate::protocol::jsonrpc::{Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -36,6 +37,8 @@ pub struct StdioSpec {
 pub struct StdioStats {
     pub malformed_lines: AtomicU64,
     pub oversized_lines: AtomicU64,
+    /// Responses whose string id is over 256 bytes, ignored.
+    pub oversized_ids: AtomicU64,
 }
 
 pub struct StdioTransport {
@@ -286,6 +289,14 @@ fn handle_line(bytes: &[u8], sink: &dyn InboundSink, stats: &StdioStats) {
     match crate::protocol::jsonrpc::parse_batch(trimmed) {
         Ok(msgs) => {
             for m in msgs {
+                if matches!(&m, Message::Response { id, .. } if id.oversized_for_response()) {
+                    stats.oversized_ids.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        limit = MAX_RESPONSE_ID_BYTES,
+                        "ignored a response whose id is too long to answer any request"
+                    );
+                    continue;
+                }
                 sink.deliver(Inbound::Message(m));
             }
         }
@@ -326,6 +337,7 @@ impl Transport for StdioTransport {
     fn ignored_messages(&self) -> u64 {
         self.stats.malformed_lines.load(Ordering::Relaxed)
             + self.stats.oversized_lines.load(Ordering::Relaxed)
+            + self.stats.oversized_ids.load(Ordering::Relaxed)
     }
 
     fn close(&self) {

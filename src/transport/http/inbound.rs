@@ -1,6 +1,9 @@
 //! What the transport hands the client core: every message read on any stream, except
 //! replays already handled in this session (SSE event ids, server request ids and response
-//! ids, in a bounded seen-set).
+//! ids, in a bounded seen-set) and responses whose string id is too long to answer anything
+//! of ours (over 256 bytes: ignored and counted, never stored). The seen-set holds a 128-bit
+//! digest of each id, never the id, so its memory is bounded (4,096 entries of 16 bytes)
+//! whatever the ids' length.
 //!
 //! Owns: the seen-set and `Ctx::dispatch`, `deliver_data`. Must not touch: HTTP requests
 //! and streams (it is given parsed messages or an event's data).
@@ -9,22 +12,64 @@ use super::driver::Ctx;
 use crate::protocol::jsonrpc::{self, Message, RequestId};
 use crate::transport::Inbound;
 use bytes::Bytes;
+use sha2::{Digest, Sha256};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
 /// How many seen ids (events, server requests, responses) are kept per session.
 const SEEN_CAPACITY: usize = 4096;
 
+/// A seen id: the first 128 bits of the SHA-256 of its kind and its text. A collision (two
+/// ids taken for one, so a message dropped as a replay) is as unlikely as finding one for
+/// SHA-256 truncated to 128 bits; the ids come from the server, so a keyless fast hash would
+/// let it forge one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct SeenKey([u8; 16]);
+
+impl SeenKey {
+    /// An SSE event id.
+    pub(super) fn event(id: &str) -> SeenKey {
+        Self::digest(b'e', b's', id.as_bytes())
+    }
+
+    /// The id of a request from the server.
+    pub(super) fn request(id: &RequestId) -> SeenKey {
+        Self::of_id(b'q', id)
+    }
+
+    /// The id of a response.
+    pub(super) fn response(id: &RequestId) -> SeenKey {
+        Self::of_id(b'r', id)
+    }
+
+    fn of_id(kind: u8, id: &RequestId) -> SeenKey {
+        match id {
+            RequestId::Number(n) => Self::digest(kind, b'n', &n.to_le_bytes()),
+            RequestId::String(s) => Self::digest(kind, b's', s.as_bytes()),
+        }
+    }
+
+    fn digest(kind: u8, form: u8, text: &[u8]) -> SeenKey {
+        let d = Sha256::new()
+            .chain_update([kind, form])
+            .chain_update(text)
+            .finalize();
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&d[..16]);
+        SeenKey(k)
+    }
+}
+
 /// Ids already handled in this session, bounded (oldest forgotten first).
 #[derive(Default)]
 pub(super) struct Seen {
-    pub(super) set: HashSet<String>,
-    pub(super) order: VecDeque<String>,
+    pub(super) set: HashSet<SeenKey>,
+    pub(super) order: VecDeque<SeenKey>,
 }
 
 impl Seen {
     /// True when `key` is new.
-    pub(super) fn insert(&mut self, key: String) -> bool {
+    pub(super) fn insert(&mut self, key: SeenKey) -> bool {
         if self.set.contains(&key) {
             return false;
         }
@@ -33,7 +78,7 @@ impl Seen {
                 self.set.remove(&old);
             }
         }
-        self.set.insert(key.clone());
+        self.set.insert(key);
         self.order.push_back(key);
         true
     }
@@ -44,8 +89,19 @@ impl Ctx {
     /// repeats) the response to `awaited`.
     pub(super) fn dispatch(&self, msg: Message, awaited: Option<&RequestId>) -> bool {
         let key = match &msg {
-            Message::Request { id, .. } => Some(format!("q:{}", id_key(id))),
-            Message::Response { id, .. } => Some(format!("r:{}", id_key(id))),
+            Message::Response { id, .. } if id.oversized_for_response() => {
+                self.shared
+                    .stats
+                    .oversized_ids
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    limit = jsonrpc::MAX_RESPONSE_ID_BYTES,
+                    "ignored a response whose id is too long to answer any request"
+                );
+                return false;
+            }
+            Message::Request { id, .. } => Some(SeenKey::request(id)),
+            Message::Response { id, .. } => Some(SeenKey::response(id)),
             _ => None,
         };
         let is_awaited =
@@ -75,13 +131,6 @@ impl Ctx {
     }
 }
 
-fn id_key(id: &RequestId) -> String {
-    match id {
-        RequestId::Number(n) => format!("n{n}"),
-        RequestId::String(s) => format!("s{s}"),
-    }
-}
-
 /// Parse an event's data and dispatch it; true when it answered `awaited`.
 pub(super) fn deliver_data(ctx: &Ctx, data: &Bytes, awaited: Option<&RequestId>) -> bool {
     match jsonrpc::parse_batch(data) {
@@ -108,10 +157,34 @@ mod tests {
     fn seen_is_bounded() {
         let mut s = Seen::default();
         for i in 0..(SEEN_CAPACITY + 10) {
-            assert!(s.insert(format!("e:{i}")));
+            assert!(s.insert(SeenKey::event(&format!("{i}"))));
         }
-        assert!(!s.insert(format!("e:{}", SEEN_CAPACITY + 5)));
-        assert!(s.insert("e:0".into()), "the oldest were forgotten");
+        assert!(!s.insert(SeenKey::event(&format!("{}", SEEN_CAPACITY + 5))));
+        assert!(s.insert(SeenKey::event("0")), "the oldest were forgotten");
         assert!(s.set.len() <= SEEN_CAPACITY);
+    }
+
+    #[test]
+    fn seen_keys_tell_kinds_and_forms_apart_and_are_16_bytes_whatever_the_id() {
+        let n = RequestId::Number(7);
+        let s = RequestId::String("7".into());
+        let keys = [
+            SeenKey::event("7"),
+            SeenKey::request(&n),
+            SeenKey::request(&s),
+            SeenKey::response(&n),
+            SeenKey::response(&s),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(
+            SeenKey::request(&n),
+            SeenKey::request(&RequestId::Number(7))
+        );
+        let huge = RequestId::String("x".repeat(1 << 20));
+        assert_eq!(std::mem::size_of_val(&SeenKey::request(&huge)), 16);
     }
 }

@@ -139,10 +139,24 @@ pub struct HttpStats {
     pub duplicates_dropped: AtomicU64,
     pub oversized: AtomicU64,
     pub malformed: AtomicU64,
+    /// SSE event ids over 256 bytes (each ended its stream) and responses whose string id is
+    /// over 256 bytes (ignored): never stored.
+    pub oversized_ids: AtomicU64,
     pub listen_opens: AtomicU64,
     /// The server was seen to stall a response for our ACK; its reads now acknowledge
     /// promptly (see `tcp`).
     pub prompt_acks: Arc<AtomicBool>,
+}
+
+impl HttpStats {
+    /// What the server sent that was not used: oversized or malformed messages and events,
+    /// ids over their cap.
+    pub fn ignored(&self) -> u64 {
+        [&self.oversized, &self.malformed, &self.oversized_ids]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 /// Where the listening GET stream stands.
@@ -377,6 +391,10 @@ impl Transport for HttpTransport {
     fn close(&self) {
         self.shared.close_with("the connection was closed");
         let _ = self.tx.send(Cmd::Close);
+    }
+
+    fn ignored_messages(&self) -> u64 {
+        self.shared.stats.ignored()
     }
 }
 

@@ -6,11 +6,11 @@
 //! `resume` and `listen`), the driver's tables.
 
 use super::driver::Ctx;
-use super::inbound::deliver_data;
+use super::inbound::{deliver_data, SeenKey};
 use super::session::{read_refusal, send_error, Refusal};
 use super::{content_type, EVENT_STREAM, LAST_EVENT_ID_HEADER};
 use crate::protocol::jsonrpc::{RequestId, MAX_MESSAGE_BYTES};
-use crate::transport::sse::{SseItem, SseParser};
+use crate::transport::sse::{SseItem, SseParser, MAX_EVENT_ID_BYTES};
 use crate::transport::TransportError;
 use awc::http::header::ACCEPT;
 use awc::http::Method;
@@ -86,9 +86,28 @@ pub(super) async fn read_stream(
             *retry = Some(r);
         }
         while let Some(item) = parser.next_item() {
-            heard = true;
             match item {
+                SseItem::OversizedId(n) => {
+                    // Never kept: the stream ends here (it cannot be resumed without its id).
+                    ctx.shared
+                        .stats
+                        .oversized_ids
+                        .fetch_add(1, Ordering::Relaxed);
+                    let why = format!(
+                        "an event id of {n} bytes, over the {MAX_EVENT_ID_BYTES}-byte limit, ended the stream"
+                    );
+                    if awaited.is_some() {
+                        return Err(TransportError::Protocol(why));
+                    }
+                    tracing::warn!("{why}");
+                    return Ok(StreamEnd::Over {
+                        broke: Some(why),
+                        progress,
+                        heard,
+                    });
+                }
                 SseItem::Oversized(n) => {
+                    heard = true;
                     ctx.shared.stats.oversized.fetch_add(1, Ordering::Relaxed);
                     if awaited.is_some() {
                         return Err(TransportError::Protocol(format!(
@@ -101,9 +120,10 @@ pub(super) async fn read_stream(
                     );
                 }
                 SseItem::Event(ev) => {
+                    heard = true;
                     if let Some(eid) = ev.id.as_deref().filter(|s| !s.is_empty()) {
                         *last_id = Some(eid.to_owned());
-                        if !ctx.seen.borrow_mut().insert(format!("e:{eid}")) {
+                        if !ctx.seen.borrow_mut().insert(SeenKey::event(eid)) {
                             ctx.shared
                                 .stats
                                 .duplicates_dropped

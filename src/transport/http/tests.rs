@@ -1061,3 +1061,68 @@ async fn replayed_requests_and_responses_are_dropped() {
     quiet(&mut rx, 300).await;
     assert_eq!(t.stats().duplicates_dropped.load(Ordering::Relaxed), 3);
 }
+
+#[actix_rt::test]
+async fn an_event_id_over_256_bytes_ends_its_stream_and_is_never_sent_back() {
+    let long = "i".repeat(300);
+    let handler = session_server(
+        move |r, _| match (r.method.as_str(), r.rpc_method().as_str()) {
+            ("POST", "tools/call") => Some(sse_reply(vec![
+                raw(&format!("id: {long}\ndata:\n\n")),
+                ev(Some("after"), &result(2, json!({}))),
+                Part::Hold,
+            ])),
+            ("GET", _) => Some(sse_reply(vec![raw(&format!("id: {long}\ndata:\n\n"))])),
+            _ => None,
+        },
+    );
+    let (url, log) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_session(&t, &mut rx).await;
+    request(&t, 2, "tools/call");
+    let e = expect_lost(next(&mut rx).await, 2);
+    assert!(e.maybe_delivered(), "{e:?}");
+    assert!(e.to_string().contains("event id"), "{e}");
+    // The listening stream meets one at once and is reopened on its schedule, never with it.
+    t.open_listen_stream();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while log.count("GET") < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("reopened");
+    assert!(log
+        .reqs()
+        .iter()
+        .all(|r| r.header("last-event-id").is_none()));
+    assert!(t.stats().oversized_ids.load(Ordering::Relaxed) >= 3);
+    assert!(t.ignored_messages() >= 3);
+}
+
+#[actix_rt::test]
+async fn responses_with_string_ids_over_256_bytes_are_ignored_and_counted() {
+    let handler = session_server(|r, _| {
+        (r.rpc_method() == "tools/call").then(|| {
+            let long = json!({"jsonrpc": "2.0", "id": "r".repeat(257), "result": {}});
+            let edge = json!({"jsonrpc": "2.0", "id": "e".repeat(256), "result": {}});
+            sse_reply(vec![
+                ev(Some("a"), &long),
+                ev(Some("b"), &edge),
+                ev(Some("c"), &result(2, json!({"ok": 1}))),
+            ])
+        })
+    });
+    let (url, _) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_session(&t, &mut rx).await;
+    request(&t, 2, "tools/call");
+    // The 256-byte one is handed on (the client core finds no request for it).
+    assert!(matches!(
+        next(&mut rx).await,
+        Inbound::Message(Message::Response { id: RequestId::String(s), .. }) if s.len() == 256
+    ));
+    expect_result(next(&mut rx).await, 2);
+    assert_eq!(t.stats().oversized_ids.load(Ordering::Relaxed), 1);
+    assert_eq!(t.ignored_messages(), 1);
+}
