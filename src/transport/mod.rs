@@ -5,6 +5,7 @@
 //! actors, the HTTP API, storage. The client core (`crate::client`) drives a transport through
 //! the [`Transport`] trait and receives everything through an [`InboundSink`].
 
+pub mod gate;
 pub mod http;
 pub mod launcher;
 pub mod sse;
@@ -110,6 +111,10 @@ pub enum TransportError {
     TooLarge(String),
     #[error("protocol error from the server: {0}")]
     Protocol(String),
+    /// The server went past a bound kept against it (a flood of requests, more of our answers
+    /// queued than it reads); the connection is closed. Requests in flight may have run.
+    #[error("the connection was closed: {0}")]
+    Overrun(String),
 }
 
 fn detail_suffix(d: &str) -> String {
@@ -123,6 +128,9 @@ fn detail_suffix(d: &str) -> String {
 impl TransportError {
     /// Whether the message may have reached the server (the outcome of a call is unknown).
     pub fn maybe_delivered(&self) -> bool {
-        matches!(self, TransportError::Lost(_) | TransportError::Protocol(_))
+        matches!(
+            self,
+            TransportError::Lost(_) | TransportError::Protocol(_) | TransportError::Overrun(_)
+        )
     }
 }

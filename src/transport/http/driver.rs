@@ -1,18 +1,21 @@
 //! The driver: the state of one HTTP transport on its arbiter's thread (`Ctx`: the awc
 //! client, the endpoint, configured headers, the negotiated version, the request workers and
-//! the listener), the command loop that spawns a worker per message, and the shutdown
-//! (`DELETE` of the session).
+//! the listener), the command loop that spawns a worker per message (our answers to the
+//! server's requests go to `replies` instead), the shutdown (`DELETE` of the session), and
+//! closing the connection when the server goes past a bound (`Ctx::overrun`).
 //!
-//! Owns: `Ctx`, the command loop, shutdown. Must not touch: what a POST or a stream reads
+//! Owns: `Ctx`, the command loop, shutdown, overrun. Must not touch: what a POST or a stream reads
 //! (`post`, `stream`, `resume`, `listen`), nor how messages reach the client core (`inbound`).
 
 use super::inbound::Seen;
 use super::listen::start_listener;
 use super::post::post;
+use super::replies::{queue_reply, Replies};
 use super::session::send_error;
 use super::{Cmd, HttpOptions, ListenState, Shared, PROTOCOL_HEADER, SESSION_HEADER};
 use crate::protocol::era::{Era, ProtocolVersion};
-use crate::protocol::jsonrpc::RequestId;
+use crate::protocol::jsonrpc::{self, RequestId};
+use crate::transport::gate::RequestLimiter;
 use crate::transport::{Inbound, InboundSink, OutKind, TransportError};
 use awc::http::header::{HeaderName, HeaderValue};
 use awc::http::{Method, StatusCode, Uri};
@@ -39,6 +42,10 @@ pub(super) struct Ctx {
     pub(super) next_token: Cell<u64>,
     pub(super) listener: RefCell<Option<JoinHandle<()>>>,
     pub(super) seen: RefCell<Seen>,
+    /// How many of the server's requests are answered (`inbound`).
+    pub(super) limiter: RefCell<RequestLimiter>,
+    /// Our answers waiting to be POSTed (`replies`).
+    pub(super) replies: RefCell<Replies>,
     /// The session ended (its `Closed` was delivered).
     pub(super) ended: Cell<bool>,
 }
@@ -52,6 +59,31 @@ impl Ctx {
         match &*self.protocol.borrow() {
             Some(p) if p.era == Era::Legacy => Some(p.version.clone()),
             _ => None,
+        }
+    }
+
+    /// Whether the server may send JSON-RPC batches: it negotiated 2025-03-26.
+    pub(super) fn batches_allowed(&self) -> bool {
+        jsonrpc::batches_allowed(self.protocol.borrow().as_ref().map(|p| p.version.as_str()))
+    }
+
+    /// The server went past a bound kept against it: close the connection (the requests in
+    /// flight end with an unknown outcome; the session is deleted when the handle goes).
+    pub(super) fn overrun(&self, reason: &str) {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::warn!(reason, "closing the connection to the HTTP server");
+        self.shared.close_with(reason);
+        if let Some(h) = self.listener.borrow_mut().take() {
+            h.abort();
+        }
+        self.shared.set_listen(ListenState::Closed);
+        self.replies.borrow_mut().clear();
+        self.deliver(Inbound::Closed(TransportError::Overrun(reason.to_owned())));
+        let workers: Vec<_> = self.workers.borrow_mut().drain().collect();
+        for (_, (_, h)) in workers {
+            h.abort();
         }
     }
 
@@ -92,6 +124,10 @@ pub(super) async fn drive(ctx: Rc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
                             "the connection was closed".into(),
                         )));
                     }
+                    continue;
+                }
+                if matches!(out.kind, OutKind::Response) {
+                    queue_reply(&ctx, out);
                     continue;
                 }
                 let request_id = match &out.kind {
@@ -138,6 +174,7 @@ async fn shutdown(ctx: &Rc<Ctx>) {
         h.abort();
     }
     ctx.shared.set_listen(ListenState::Closed);
+    ctx.replies.borrow_mut().clear();
     let workers: Vec<_> = ctx.workers.borrow_mut().drain().collect();
     for (_, (_, h)) in workers {
         h.abort();

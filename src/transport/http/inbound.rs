@@ -3,13 +3,16 @@
 //! ids, in a bounded seen-set) and responses whose string id is too long to answer anything
 //! of ours (over 256 bytes: ignored and counted, never stored). The seen-set holds a 128-bit
 //! digest of each id, never the id, so its memory is bounded (4,096 entries of 16 bytes)
-//! whatever the ids' length.
+//! whatever the ids' length. Requests from the server go through the rate limit of
+//! [`crate::transport::gate`] (over it: dropped without an answer; a flood: the connection
+//! is closed), and a JSON-RPC batch is taken only from a server that negotiated 2025-03-26.
 //!
 //! Owns: the seen-set and `Ctx::dispatch`, `deliver_data`. Must not touch: HTTP requests
 //! and streams (it is given parsed messages or an event's data).
 
 use super::driver::Ctx;
 use crate::protocol::jsonrpc::{self, Message, RequestId};
+use crate::transport::gate::{Admit, RequestLimiter};
 use crate::transport::Inbound;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -88,6 +91,9 @@ impl Ctx {
     /// Hand one message to the client core, dropping replays. Returns true when it is (or
     /// repeats) the response to `awaited`.
     pub(super) fn dispatch(&self, msg: Message, awaited: Option<&RequestId>) -> bool {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return false; // closed (a flood, say): the rest of a batch goes nowhere
+        }
         let key = match &msg {
             Message::Response { id, .. } if id.oversized_for_response() => {
                 self.shared
@@ -115,6 +121,9 @@ impl Ctx {
                 return is_awaited;
             }
         }
+        if matches!(msg, Message::Request { .. }) && !self.admit_request() {
+            return false;
+        }
         let other_response = match &msg {
             Message::Response { id, .. } if !is_awaited => Some(id.clone()),
             _ => None,
@@ -129,10 +138,60 @@ impl Ctx {
         }
         is_awaited
     }
+
+    /// The rate limit on the server's requests: true to answer this one.
+    fn admit_request(&self) -> bool {
+        let admit = self.limiter.borrow_mut().admit();
+        match admit {
+            Admit::Deliver => true,
+            Admit::Drop => {
+                let n = self
+                    .shared
+                    .stats
+                    .requests_dropped
+                    .fetch_add(1, Ordering::Relaxed)
+                    + 1;
+                if n.is_power_of_two() {
+                    tracing::warn!(
+                        dropped = n,
+                        "the server's requests are over the rate limit; dropped without an answer"
+                    );
+                }
+                false
+            }
+            Admit::Flood => {
+                self.shared
+                    .stats
+                    .requests_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                self.overrun(&RequestLimiter::flood_reason());
+                false
+            }
+        }
+    }
+
+    /// A batch from a server that may not send one: counted and logged; true to refuse it.
+    pub(super) fn refuses_batch(&self, body: &[u8]) -> bool {
+        if !jsonrpc::is_batch(body) || self.batches_allowed() {
+            return false;
+        }
+        self.shared
+            .stats
+            .batches_refused
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "refused a JSON-RPC batch: only a server that negotiated {} may send batches",
+            jsonrpc::BATCH_VERSION
+        );
+        true
+    }
 }
 
 /// Parse an event's data and dispatch it; true when it answered `awaited`.
 pub(super) fn deliver_data(ctx: &Ctx, data: &Bytes, awaited: Option<&RequestId>) -> bool {
+    if ctx.refuses_batch(data) {
+        return false;
+    }
     match jsonrpc::parse_batch(data) {
         Ok(msgs) => {
             let mut answered = false;

@@ -49,6 +49,7 @@ mod driver;
 mod inbound;
 mod listen;
 mod post;
+mod replies;
 mod resume;
 mod session;
 mod stream;
@@ -56,9 +57,11 @@ mod stream;
 mod tests;
 
 pub use listen::{run_listen_schedule, ListenAttempt, ListenEnd};
+pub use replies::{MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES, MAX_REPLY_POSTS};
 pub use resume::resume_wait;
 pub use session::mentions_invalid_session;
 
+use super::gate::RequestLimiter;
 use super::{InboundSink, Outbound, Transport, TransportError, TransportKind};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::jsonrpc::{RequestId, MAX_MESSAGE_BYTES};
@@ -67,6 +70,7 @@ use awc::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use awc::http::Uri;
 use driver::{drive, Ctx};
 use inbound::Seen;
+use replies::Replies;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -142,6 +146,12 @@ pub struct HttpStats {
     /// SSE event ids over 256 bytes (each ended its stream) and responses whose string id is
     /// over 256 bytes (ignored): never stored.
     pub oversized_ids: AtomicU64,
+    /// JSON-RPC batches from a server that did not negotiate 2025-03-26, refused.
+    pub batches_refused: AtomicU64,
+    /// Server requests over the rate limit, dropped without an answer.
+    pub requests_dropped: AtomicU64,
+    /// Our answers to server requests dropped because too many were queued.
+    pub replies_dropped: AtomicU64,
     pub listen_opens: AtomicU64,
     /// The server was seen to stall a response for our ACK; its reads now acknowledge
     /// promptly (see `tcp`).
@@ -152,10 +162,16 @@ impl HttpStats {
     /// What the server sent that was not used: oversized or malformed messages and events,
     /// ids over their cap.
     pub fn ignored(&self) -> u64 {
-        [&self.oversized, &self.malformed, &self.oversized_ids]
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum()
+        [
+            &self.oversized,
+            &self.malformed,
+            &self.oversized_ids,
+            &self.batches_refused,
+            &self.requests_dropped,
+        ]
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .sum()
     }
 }
 
@@ -292,6 +308,8 @@ impl HttpTransport {
             next_token: Cell::new(0),
             listener: RefCell::new(None),
             seen: RefCell::new(Seen::default()),
+            limiter: RefCell::new(RequestLimiter::default()),
+            replies: RefCell::new(Replies::default()),
             ended: Cell::new(false),
         });
         tokio::task::spawn_local(async move {

@@ -157,6 +157,12 @@ async fn read_json_reply(
             )))
         }
     };
+    if ctx.refuses_batch(&body) {
+        return Err(TransportError::Protocol(format!(
+            "the server answered with a JSON-RPC batch, which only {} allows",
+            jsonrpc::BATCH_VERSION
+        )));
+    }
     let msgs = jsonrpc::parse_batch(&body).map_err(|e| {
         ctx.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
         let what = if ct.is_empty() {

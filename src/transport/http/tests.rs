@@ -186,6 +186,13 @@ async fn conn(mut sock: TcpStream, handler: Handler, log: Log) -> std::io::Resul
         g.len() - 1
     };
     let reply = handler(&req, index);
+    if reply.status == 0 {
+        // Never answer: hold the request until the client goes.
+        let mut b = [0u8; 64];
+        while sock.read(&mut b).await.map(|n| n > 0).unwrap_or(false) {}
+        log.hangups.fetch_add(1, Ordering::SeqCst);
+        return Ok(());
+    }
     let mut out = format!("HTTP/1.1 {} X\r\nconnection: close\r\n", reply.status);
     for (k, v) in &reply.headers {
         out.push_str(&format!("{k}: {v}\r\n"));
@@ -1125,4 +1132,170 @@ async fn responses_with_string_ids_over_256_bytes_are_ignored_and_counted() {
     expect_result(next(&mut rx).await, 2);
     assert_eq!(t.stats().oversized_ids.load(Ordering::Relaxed), 1);
     assert_eq!(t.ignored_messages(), 1);
+}
+
+/// A request that is never answered (the scripted server holds it).
+fn stall() -> Reply {
+    status_reply(0, "")
+}
+
+fn ping(id: i64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+}
+
+fn pong(t: &HttpTransport, id: RequestId) {
+    t.send(Outbound {
+        kind: OutKind::Response,
+        body: Message::Response {
+            id,
+            result: Ok(json!({})),
+        }
+        .to_bytes(),
+        headers: Vec::new(),
+        ack: None,
+    })
+    .unwrap();
+}
+
+/// Whether a logged request is a POST of one of our answers.
+fn is_answer(r: &Req) -> bool {
+    r.method == "POST" && r.json().get("method").is_none() && r.json().get("id").is_some()
+}
+
+/// A session server whose tools/call answer is `body` (JSON), as `version`.
+fn batch_server(version: &'static str, body: Value) -> Handler {
+    Arc::new(move |r, _| match r.rpc_method().as_str() {
+        "initialize" => {
+            let mut rep = json_reply(200, result(1, json!({"protocolVersion": version})));
+            rep.headers.push(("mcp-session-id".into(), "sess-1".into()));
+            rep
+        }
+        "tools/call" => json_reply(200, body.clone()),
+        _ => status_reply(202, ""),
+    })
+}
+
+async fn open_as(t: &HttpTransport, rx: &mut mpsc::UnboundedReceiver<Inbound>, version: &str) {
+    request(t, 1, "initialize");
+    expect_result(next(rx).await, 1);
+    t.negotiated(&ProtocolVersion::legacy(version));
+}
+
+#[actix_rt::test]
+async fn a_batch_is_refused_unless_the_server_negotiated_2025_03_26() {
+    let batch = json!([ping(70), result(2, json!({"batched": true}))]);
+    // 2025-11-25: a protocol error, the request lost, nothing handed on.
+    let (url, _) = serve(batch_server("2025-11-25", batch.clone())).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_as(&t, &mut rx, "2025-11-25").await;
+    request(&t, 2, "tools/call");
+    let e = expect_lost(next(&mut rx).await, 2);
+    assert!(e.to_string().contains("batch"), "{e}");
+    assert!(e.maybe_delivered());
+    assert_eq!(t.stats().batches_refused.load(Ordering::Relaxed), 1);
+    assert_eq!(t.ignored_messages(), 1);
+    // The same in an SSE event: ignored, the stream goes on.
+    let handler = session_server(|r, _| {
+        (r.rpc_method() == "tools/call").then(|| {
+            sse_reply(vec![
+                ev(Some("a"), &json!([ping(71), ping(72)])),
+                ev(Some("b"), &result(2, json!({}))),
+            ])
+        })
+    });
+    let (url, _) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_session(&t, &mut rx).await;
+    request(&t, 2, "tools/call");
+    expect_result(next(&mut rx).await, 2);
+    assert_eq!(t.stats().batches_refused.load(Ordering::Relaxed), 1);
+    // 2025-03-26: taken.
+    let (url, _) = serve(batch_server("2025-03-26", batch)).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_as(&t, &mut rx, "2025-03-26").await;
+    request(&t, 2, "tools/call");
+    assert!(matches!(
+        next(&mut rx).await,
+        Inbound::Message(Message::Request {
+            id: RequestId::Number(70),
+            ..
+        })
+    ));
+    expect_result(next(&mut rx).await, 2);
+    assert_eq!(t.ignored_messages(), 0);
+}
+
+#[actix_rt::test]
+async fn server_requests_over_the_rate_limit_are_dropped_and_a_flood_closes_the_connection() {
+    let pings: Vec<Value> = (0..1300).map(|i| ping(1000 + i)).collect();
+    let mut batch = vec![result(2, json!({"first": true}))];
+    batch.extend(pings);
+    let (url, log) = serve(batch_server("2025-03-26", Value::Array(batch))).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_as(&t, &mut rx, "2025-03-26").await;
+    request(&t, 2, "tools/call");
+    expect_result(next(&mut rx).await, 2);
+    // The burst of 200 is handed on (and what refilled at 100/s meanwhile), 1,000 are dropped
+    // (and what refilled at 1,000/s), the next one closes the connection.
+    let mut handed = 0;
+    let closed = loop {
+        match next(&mut rx).await {
+            Inbound::Message(Message::Request { .. }) => handed += 1,
+            Inbound::Closed(e) => break e,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(matches!(closed, TransportError::Overrun(_)), "{closed:?}");
+    assert!(closed.maybe_delivered());
+    assert!(
+        closed.to_string().contains("far over the limit"),
+        "{closed}"
+    );
+    quiet(&mut rx, 100).await;
+    let dropped = t.stats().requests_dropped.load(Ordering::Relaxed);
+    assert!((200..300).contains(&handed), "{handed} handed on");
+    assert!(dropped > 1000, "{dropped} dropped");
+    assert!(
+        handed + dropped < 1300,
+        "the rest of the batch went on after the close"
+    );
+    assert!(t
+        .send(Outbound {
+            kind: OutKind::Response,
+            body: Bytes::from_static(b"{}"),
+            headers: Vec::new(),
+            ack: None,
+        })
+        .is_err());
+    // The session is deleted when the handle closes.
+    t.close();
+    tokio::time::timeout(Duration::from_secs(5), t.wait_closed())
+        .await
+        .unwrap();
+    assert_eq!(log.count("DELETE"), 1);
+}
+
+#[actix_rt::test]
+async fn answers_are_posted_16_at_a_time_and_queued_up_to_1024() {
+    // The server never answers the POST of an answer.
+    let handler = session_server(|r, _| is_answer(r).then(stall));
+    let (url, log) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_session(&t, &mut rx).await;
+    let n = MAX_REPLY_POSTS + MAX_QUEUED_REPLIES + 10;
+    for i in 0..n {
+        pong(&t, RequestId::Number(i as i64));
+    }
+    let posted = || log.reqs().iter().filter(|r| is_answer(r)).count();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while posted() < MAX_REPLY_POSTS {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the first answers were posted");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(posted(), MAX_REPLY_POSTS, "no more than 16 at once");
+    assert_eq!(t.stats().replies_dropped.load(Ordering::Relaxed), 10);
+    quiet(&mut rx, 10).await;
 }
