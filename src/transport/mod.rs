@@ -11,6 +11,7 @@ pub mod launcher;
 pub mod sse;
 pub mod stdio;
 pub mod tcp;
+pub mod text;
 pub mod tls;
 
 use crate::protocol::{ErrorObject, Message, ProtocolVersion, RequestId};

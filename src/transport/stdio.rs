@@ -16,6 +16,7 @@
 //! requests go through [`super::gate`] (100/s, burst 200; a flood closes the connection).
 
 use super::gate::{Admit, RequestLimiter};
+use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
@@ -28,6 +29,9 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdout, Command};
 use tokio::sync::{mpsc, Notify};
+
+/// The longest launch error kept (the launcher's own words, with the command's).
+const LAUNCH_ERROR_CHARS: usize = 500;
 
 /// The most bytes of messages that may wait for the server's stdin (32 MiB).
 pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
@@ -260,7 +264,7 @@ impl StdioTransport {
                 let mut s = String::new();
                 let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut s).await;
                 if let Ok(mut g) = le.lock() {
-                    *g = s.chars().take(500).collect();
+                    *g = error_text(&s, &[], LAUNCH_ERROR_CHARS);
                 }
             });
         }

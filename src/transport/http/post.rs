@@ -168,8 +168,9 @@ async fn read_json_reply(
         let what = if ct.is_empty() {
             "no content type".to_owned()
         } else {
-            ct.clone()
+            ctx.detail(&ct)
         };
+        let e = ctx.detail(&e.to_string());
         TransportError::Protocol(format!("the answer ({what}) is not JSON-RPC: {e}"))
     })?;
     let mut answered = false;

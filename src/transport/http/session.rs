@@ -11,6 +11,7 @@
 use super::driver::Ctx;
 use super::{ListenState, SESSION_HEADER};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message};
+use crate::transport::text::{error_text, DETAIL_CHARS};
 use crate::transport::{Inbound, TransportError};
 use awc::error::{ConnectError, SendRequestError};
 use awc::http::header::{LOCATION, WWW_AUTHENTICATE};
@@ -18,8 +19,6 @@ use awc::http::StatusCode;
 
 /// How much of a refusal's body is read (for its JSON-RPC error and a detail line).
 const REFUSAL_BODY_LIMIT: usize = 64 * 1024;
-/// The longest detail kept from a refusal's body.
-const DETAIL_CHARS: usize = 200;
 
 /// Whether a refusal's text says the session id is not (or no longer) valid.
 /// server-everything: 400 `-32000` "Bad Request: No valid session ID provided"; Python
@@ -82,26 +81,10 @@ impl Ctx {
     }
 }
 
-/// Remove secrets and line breaks from text meant for an error, and shorten it.
+/// Secrets, control and formatting characters removed from text meant for an error, which
+/// is cut to 200 characters (see [`crate::transport::text`]).
 fn scrub_detail(text: &str, secrets: &[String]) -> String {
-    let mut s = text.to_owned();
-    for secret in secrets {
-        if s.contains(secret.as_str()) {
-            s = s.replace(secret.as_str(), "***");
-        }
-    }
-    let s = s
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    if s.chars().count() > DETAIL_CHARS {
-        let mut t: String = s.chars().take(DETAIL_CHARS).collect();
-        t.push('…');
-        t
-    } else {
-        s
-    }
+    error_text(text, secrets, DETAIL_CHARS)
 }
 
 /// Map awc's error: before the request was written it was not sent; after, its outcome is
@@ -185,15 +168,24 @@ pub(super) async fn read_refusal(
         .limit(REFUSAL_BODY_LIMIT)
         .await
         .unwrap_or_default();
-    let rpc_error = jsonrpc::parse_batch(&body).ok().and_then(|msgs| {
+    let mut rpc_error = jsonrpc::parse_batch(&body).ok().and_then(|msgs| {
         msgs.into_iter().find_map(|m| match m {
             Message::Response { result: Err(e), .. } | Message::OrphanError(e) => Some(e),
             _ => None,
         })
     });
     let text = String::from_utf8_lossy(&body);
+    let says_invalid = match &rpc_error {
+        Some(e) => mentions_invalid_session(&e.message),
+        None => mentions_invalid_session(&text),
+    };
+    // The refusal's JSON-RPC error becomes its request's error answer: its message is the
+    // server's text in one of our errors, so it is scrubbed like any detail.
+    if let Some(e) = rpc_error.as_mut() {
+        e.message = ctx.detail(&e.message);
+    }
     let mut detail = match &rpc_error {
-        Some(e) => ctx.detail(&e.message),
+        Some(e) => e.message.clone(),
         None => ctx.detail(&text),
     };
     if status.is_redirection() {
@@ -208,10 +200,6 @@ pub(super) async fn read_refusal(
     if detail.is_empty() {
         detail = status.canonical_reason().unwrap_or("").to_owned();
     }
-    let says_invalid = match &rpc_error {
-        Some(e) => mentions_invalid_session(&e.message),
-        None => mentions_invalid_session(&text),
-    };
     let session_ended = carried_session
         && (status == StatusCode::NOT_FOUND || (status == StatusCode::BAD_REQUEST && says_invalid));
     Refusal {

@@ -177,7 +177,7 @@ pub(super) async fn open_get(ctx: &Ctx, last_event_id: Option<&str>) -> GetOpen 
                     rpc_error: None,
                     detail: format!(
                         "a GET answered with {:?}, not an event stream",
-                        content_type(&resp)
+                        ctx.detail(&content_type(&resp))
                     ),
                     www_authenticate: None,
                     session_ended: false,

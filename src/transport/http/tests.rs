@@ -1299,3 +1299,43 @@ async fn answers_are_posted_16_at_a_time_and_queued_up_to_1024() {
     assert_eq!(t.stats().replies_dropped.load(Ordering::Relaxed), 10);
     quiet(&mut rx, 10).await;
 }
+
+#[actix_rt::test]
+async fn server_text_in_errors_has_no_control_characters_and_is_short() {
+    let ansi = "\x1b[2J\x1b[31mERROR\x1b[0m\r\nforged line\u{7}\u{202e}txt tok-123456\n".repeat(50);
+    let a = ansi.clone();
+    let handler: Handler = Arc::new(move |r, _| {
+        let id = r.json()["id"].as_i64().unwrap_or(0);
+        match r.rpc_method().as_str() {
+            "rpc" => json_reply(
+                400,
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": a}}),
+            ),
+            "plain" => status_reply(503, &a),
+            _ => json_reply(200, json!([a])),
+        }
+    });
+    let (url, _) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![("Authorization", "Bearer tok-123456")]);
+    let clean = |s: &str| {
+        assert!(
+            !s.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{s:?}"
+        );
+        assert!(s.chars().count() <= 400, "{} chars", s.chars().count());
+        assert!(!s.contains("tok-123456"), "a secret leaked: {s}");
+    };
+    request(&t, 1, "rpc");
+    match next(&mut rx).await {
+        Inbound::Message(Message::Response { result: Err(e), .. }) => {
+            clean(&e.message);
+            assert!(e.message.contains("forged line txt ***"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    request(&t, 2, "plain");
+    clean(&expect_lost(next(&mut rx).await, 2).to_string());
+    t.negotiated(&ProtocolVersion::legacy("2025-03-26"));
+    request(&t, 3, "batch of junk");
+    clean(&expect_lost(next(&mut rx).await, 3).to_string());
+}
