@@ -1,9 +1,12 @@
 //! Transports: how JSON-RPC messages reach a server and come back. `stdio` runs the server as
 //! a child process behind our launcher; `http` posts each message and reads JSON or SSE.
 //!
-//! Owns: processes, sockets, framing, SSE, resumption, listening streams. Must not touch:
-//! actors, the HTTP API, storage. The client core (`crate::client`) drives a transport through
-//! the [`Transport`] trait and receives everything through an [`InboundSink`].
+//! Owns: processes, sockets, framing, SSE, resumption, listening streams, and the bounds kept
+//! against a server before anything reaches the client core (`gate`: the rate of its
+//! requests; `text`: its text in our errors; caps on ids, queues and batches in each
+//! transport). Must not touch: actors, the HTTP API, storage. The client core
+//! (`crate::client`) drives a transport through the [`Transport`] trait and receives
+//! everything through an [`InboundSink`].
 
 pub mod gate;
 pub mod http;

@@ -391,6 +391,9 @@ fn handle_line(bytes: &[u8], link: &Link, limiter: &mut RequestLimiter) {
     match jsonrpc::parse_batch(trimmed) {
         Ok(msgs) => {
             for m in msgs {
+                if link.overran.load(Ordering::Acquire) {
+                    return; // closed meanwhile (our answers overflowed): the rest goes nowhere
+                }
                 match &m {
                     Message::Response { id, .. } if id.oversized_for_response() => {
                         stats.oversized_ids.fetch_add(1, Ordering::Relaxed);
