@@ -169,6 +169,16 @@ pub(super) async fn drive(ctx: Rc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
 }
 
 async fn shutdown(ctx: &Rc<Ctx>) {
+    // However it ends, a close counted by `HttpTransport::close` is settled here.
+    struct Settle<'a>(&'a Ctx);
+    impl Drop for Settle<'_> {
+        fn drop(&mut self) {
+            if self.0.shared.closing.swap(false, Ordering::AcqRel) {
+                super::closed_one();
+            }
+        }
+    }
+    let _settle = Settle(ctx);
     ctx.shared.close_with("the connection was closed");
     if let Some(h) = ctx.listener.borrow_mut().take() {
         h.abort();

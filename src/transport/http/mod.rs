@@ -191,6 +191,34 @@ pub enum ListenState {
     Closed,
 }
 
+/// HTTP transports closed whose driver has not finished its shutdown (the session's
+/// `DELETE`) yet, daemon-wide.
+static CLOSING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static CLOSED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// A driver finished the shutdown of a transport counted in [`CLOSING`].
+fn closed_one() {
+    if CLOSING.fetch_sub(1, Ordering::AcqRel) == 1 {
+        CLOSED.notify_waiters();
+    }
+}
+
+/// Wait until every HTTP transport closed so far finished its shutdown (the session's
+/// `DELETE` answered or failed), at most `limit`. Answers how many had not.
+pub async fn closing_settled(limit: std::time::Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let notified = CLOSED.notified();
+        let left = CLOSING.load(Ordering::Acquire);
+        if left == 0 {
+            return 0;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return CLOSING.load(Ordering::Acquire);
+        }
+    }
+}
+
 enum Cmd {
     Send(Outbound),
     Abort(RequestId),
@@ -202,6 +230,8 @@ enum Cmd {
 /// Shared between the `Send + Sync` handle and the local tasks.
 struct Shared {
     closed: AtomicBool,
+    /// This transport's close was counted in [`CLOSING`] (once).
+    closing: AtomicBool,
     closed_reason: Mutex<Option<String>>,
     session: Mutex<Option<String>>,
     listen: Mutex<ListenState>,
@@ -288,6 +318,7 @@ impl HttpTransport {
             .finish();
         let shared = Arc::new(Shared {
             closed: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             closed_reason: Mutex::new(None),
             session: Mutex::new(None),
             listen: Mutex::new(ListenState::NotOpened),
@@ -408,7 +439,14 @@ impl Transport for HttpTransport {
 
     fn close(&self) {
         self.shared.close_with("the connection was closed");
-        let _ = self.tx.send(Cmd::Close);
+        // Counted here, synchronously, so that a daemon shutting down that closed every
+        // connection can wait for the DELETEs their drivers then send.
+        if !self.shared.closing.swap(true, Ordering::AcqRel) {
+            CLOSING.fetch_add(1, Ordering::AcqRel);
+            if self.tx.send(Cmd::Close).is_err() {
+                closed_one();
+            }
+        }
     }
 
     fn ignored_messages(&self) -> u64 {
