@@ -61,6 +61,8 @@ pub struct StdioStats {
     pub batches_refused: AtomicU64,
     /// Server requests over the rate limit, dropped without an answer.
     pub requests_dropped: AtomicU64,
+    /// Warnings about what the server sent (it is untrusted: 10 a minute).
+    pub log_limit: crate::protocol::text::LogLimiter,
 }
 
 pub struct StdioTransport {
@@ -353,10 +355,13 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
         reader.consume(used);
         if !skipping && line.len() > MAX_MESSAGE_BYTES {
             stats.oversized_lines.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                limit = MAX_MESSAGE_BYTES,
-                "a line from the server is over the 16 MiB limit; it is dropped"
-            );
+            if let Some(left_out) = stats.log_limit.allow() {
+                tracing::warn!(
+                    limit = MAX_MESSAGE_BYTES,
+                    left_out,
+                    "a line from the server is over the 16 MiB limit; it is dropped"
+                );
+            }
             skipping = true;
             line = BytesMut::new();
         }
@@ -385,10 +390,13 @@ fn handle_line(bytes: &[u8], link: &Link, limiter: &mut RequestLimiter) {
     }
     if jsonrpc::is_batch(trimmed) && !link.batches.load(Ordering::Acquire) {
         stats.batches_refused.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            "ignored a JSON-RPC batch: only a server that negotiated {} may send batches",
-            jsonrpc::BATCH_VERSION
-        );
+        if let Some(left_out) = stats.log_limit.allow() {
+            tracing::warn!(
+                left_out,
+                "ignored a JSON-RPC batch: only a server that negotiated {} may send batches",
+                jsonrpc::BATCH_VERSION
+            );
+        }
         return;
     }
     match jsonrpc::parse_batch(trimmed) {
@@ -431,7 +439,9 @@ fn handle_line(bytes: &[u8], link: &Link, limiter: &mut RequestLimiter) {
         }
         Err(e) => {
             stats.malformed_lines.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, "ignored a line from the server that is not JSON-RPC");
+            if let Some(left_out) = stats.log_limit.allow() {
+                tracing::warn!(error = %e, left_out, "ignored a line from the server that is not JSON-RPC");
+            }
         }
     }
 }

@@ -202,7 +202,9 @@ pub(super) fn deliver_data(ctx: &Ctx, data: &Bytes, awaited: Option<&RequestId>)
         }
         Err(e) => {
             ctx.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, "ignored an SSE event that is not JSON-RPC");
+            if let Some(left_out) = ctx.shared.stats.log_limit.allow() {
+                tracing::warn!(error = %e, left_out, "ignored an SSE event that is not JSON-RPC");
+            }
             false
         }
     }

@@ -156,6 +156,8 @@ pub struct HttpStats {
     /// The server was seen to stall a response for our ACK; its reads now acknowledge
     /// promptly (see `tcp`).
     pub prompt_acks: Arc<AtomicBool>,
+    /// Warnings about what the server sent (it is untrusted: 10 a minute).
+    pub log_limit: crate::protocol::text::LogLimiter,
 }
 
 impl HttpStats {
