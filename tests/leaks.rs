@@ -81,15 +81,7 @@ async fn wait_pid(pid: &Path) -> i32 {
 #[actix_rt::test]
 async fn a_preparation_that_fails_half_way_closes_every_server_it_dialled() {
     let dir = tempfile::tempdir().unwrap();
-    let big = dir.path().join("tools.json");
-    // About 9.6 MiB of catalogue, over the 8 MiB limit.
-    let tools: Vec<Value> = (0..200)
-        .map(|i| {
-            json!({"name": format!("t{i}"), "description": "d".repeat(48 * 1024),
-                   "inputSchema": {"type": "object"}})
-        })
-        .collect();
-    std::fs::write(&big, serde_json::to_vec(&tools).unwrap()).unwrap();
+    let big = oversized_tools_json(dir.path());
     let (p1, p2) = (dir.path().join("p1"), dir.path().join("p2"));
     // `a_huge` is saved first (servers are prepared in name order) and fails the
     // preparation while `b` and `c` are already connected.

@@ -398,16 +398,7 @@ fn the_default_moves_only_sessions_that_follow_it() {
 #[test]
 fn a_catalogue_over_the_size_limit_fails_preparation_and_keeps_the_previous_composition() {
     let dir = tempfile::tempdir().unwrap();
-    let big = dir.path().join("tools.json");
-    // 200 tools with 48 KiB descriptions: about 9.6 MiB of catalogue, over the 8 MiB limit
-    // (each line stays under the 16 MiB message cap).
-    let tools: Vec<Value> = (0..200)
-        .map(|i| {
-            json!({"name": format!("t{i}"), "description": "d".repeat(48 * 1024),
-                   "inputSchema": {"type": "object"}})
-        })
-        .collect();
-    std::fs::write(&big, serde_json::to_vec(&tools).unwrap()).unwrap();
+    let big = oversized_tools_json(dir.path());
     let ok = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "ok": fixture_server("exits_mid_call.py", &[])}}});
     let d = Daemon::start(ok);

@@ -44,10 +44,15 @@ fn daemons_sharing_a_postgres_store_never_wait_on_a_server_either_has_heard_from
     assert!(a.tool_names(&id).contains(&"mcp__pgslow__echo".to_owned()));
     assert!(!std::path::Path::new(&a.home.path().join("albedo.db")).exists());
 
-    // A second daemon, another home, the same database: advertised from the saved catalogue
+    // A second daemon, another home with the same fingerprint key (replicas share the key
+    // file: README, Configuration), the same database: advertised from the saved catalogue
     // before the server is sent anything.
     std::fs::write(log.path(), "").unwrap();
-    let b = Daemon::start_env(ext, &env);
+    let home_b = tempfile::tempdir().unwrap();
+    std::fs::write(home_b.path().join("extensions.json"), ext.to_string()).unwrap();
+    let key_b = home_b.path().join("fingerprint.key");
+    std::fs::copy(a.home.path().join("fingerprint.key"), &key_b).unwrap();
+    let b = Daemon::start_in(home_b, &env);
     let t = Instant::now();
     let (id, view) = b.session(json!({}));
     let opened = t.elapsed();

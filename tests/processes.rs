@@ -184,3 +184,46 @@ fn a_sigterm_to_the_daemons_group_runs_the_close_sequence_for_every_server() {
     let status = daemon.wait().unwrap();
     assert!(status.success() || status.code().is_some(), "{status:?}");
 }
+
+/// At shutdown each HTTP session's DELETE is awaited (2 s at most for all of them): a
+/// server that takes 800 ms to answer it still gets its answer out before the daemon exits.
+#[test]
+fn shutdown_awaits_each_http_sessions_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let args = [
+        fixture("http_faults.py"),
+        "--port".into(),
+        "0".into(),
+        "--log".into(),
+        log.display().to_string(),
+        "--delete-delay-ms".into(),
+        "800".into(),
+    ];
+    let fx = HttpPeer::start_in(dir, &venv_python(), &args, "http");
+    let mut d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "f": {"type": "http", "url": fx.url}}}}));
+    let (id, _) = d.session(json!({}));
+    let (st, r) = d.call(&id, "mcp__f__echo", json!({"message": "hi"}));
+    assert_eq!(st, 200, "{r}");
+    let stopping = Instant::now();
+    d.stop(15);
+    let took = stopping.elapsed();
+    let methods = || -> Vec<String> {
+        logged(&log)
+            .iter()
+            .filter_map(|m| m["method"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(methods().iter().any(|m| m == "DELETE"), "{:?}", methods());
+    // The daemon waited for the answer (800 ms) before it exited, and says nothing was
+    // left unsettled.
+    let daemon_log = d.log();
+    assert!(
+        daemon_log.contains("unsettled=0"),
+        "the daemon exited before its DELETE was answered ({took:?}): {daemon_log}"
+    );
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    // A log that does not go to a terminal carries no colour codes.
+    assert!(!daemon_log.contains('\u{1b}'), "{daemon_log}");
+}

@@ -162,7 +162,7 @@ fn tcp_needs_the_token_and_the_token_file_is_private() {
     let d = Daemon::start_in(private_home(json!({}), ""), &[]);
     let token_file = d.home.path().join("api-token");
     assert_eq!(mode(&token_file), 0o600);
-    assert!(d.token.starts_with("albedo_") && d.token.len() >= 40);
+    assert!(d.token().starts_with("albedo_") && d.token().len() >= 40);
     let bearer = d.bearer();
     // No token: 401, saying where the token is.
     let a = tcp(&d, "POST", "/sessions", &[], b"");
@@ -170,7 +170,7 @@ fn tcp_needs_the_token_and_the_token_file_is_private() {
     assert_eq!(a.code(), "unauthorized");
     let msg = a.json()["error"]["message"].as_str().unwrap().to_owned();
     assert!(msg.contains(&token_file.display().to_string()), "{msg}");
-    assert!(!msg.contains(&d.token));
+    assert!(!msg.contains(&d.token()));
     assert_eq!(
         a.header("www-authenticate"),
         Some("Bearer realm=\"albedo-mcp\"")
@@ -178,8 +178,8 @@ fn tcp_needs_the_token_and_the_token_file_is_private() {
     // A wrong token, and the right one in the wrong scheme.
     for auth in [
         "Bearer albedo_not-the-token-at-all".to_owned(),
-        format!("Basic {}", d.token),
-        format!("Bearer {}x", d.token),
+        format!("Basic {}", d.token()),
+        format!("Bearer {}x", d.token()),
     ] {
         let a = tcp(&d, "POST", "/sessions", &[("Authorization", &auth)], b"");
         assert_eq!(a.status, 401, "{auth}: {a:?}");
@@ -677,7 +677,7 @@ fn the_cli_works_unchanged_over_the_socket_and_over_tcp_with_the_token() {
     // `token` prints it and its path.
     let (ok, out, _) = cli(home, &["token"], &[]);
     assert!(ok);
-    assert_eq!(out.trim(), d.token);
+    assert_eq!(out.trim(), d.token());
     let (_, out, _) = cli(home, &["token", "--path"], &[]);
     assert_eq!(out.trim(), home.join("api-token").display().to_string());
     // `web` prints a link that signs in once.
@@ -713,7 +713,6 @@ fn rotating_the_token_ends_the_old_one_and_every_pane_session() {
     assert!(ok, "{err}");
     assert!(out.contains("uses it now"), "{out}");
     assert_eq!(mode(&home.join("api-token")), 0o600);
-    d.token = home_token(&home);
     assert_ne!(d.bearer(), old);
     let a = tcp(&d, "GET", "/extensions", &[("Authorization", &old)], b"");
     assert_eq!(a.status, 401);
@@ -736,12 +735,12 @@ fn no_secret_reaches_a_log() {
         let mut d = Daemon::start_in(home, &[("ALBEDO_LOG", "trace")]);
         let home = d.home.path().to_path_buf();
         let own = format!("http://127.0.0.1:{}", port(&d));
-        let mut secrets = vec![d.token.clone()];
+        let mut secrets = vec![d.token()];
         let (id, _) = d.session(json!({}));
         let (st, _) = d.call(&id, "mcp__fx__echo", json!({"message": "hi"}));
         assert_eq!(st, 200);
         // A wrong token that shares the right one's start.
-        let near = format!("Bearer {}", &d.token[..20]);
+        let near = format!("Bearer {}", &d.token()[..20]);
         assert_eq!(
             tcp(&d, "GET", "/extensions", &[("Authorization", &near)], b"").status,
             401
@@ -763,7 +762,6 @@ fn no_secret_reaches_a_log() {
         assert_eq!(tcp(&d, "GET", "/", &[("Cookie", &cookie)], b"").status, 200);
         assert!(cli(&home, &["token", "--rotate"], &[]).0);
         secrets.push(home_token(&home));
-        d.token = home_token(&home);
         assert_eq!(d.get("/extensions").0, 200);
         d.stop(15);
         let log = d.log();
@@ -914,11 +912,9 @@ fn start_listening(home: tempfile::TempDir, listen: &str) -> Daemon {
         .next()
         .unwrap()
         .to_owned();
-    let token = home_token(home.path());
     Daemon {
         child: Some(child),
         base: format!("http://{addr}"),
         home,
-        token,
     }
 }

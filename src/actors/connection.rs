@@ -58,9 +58,8 @@ impl ConnContext {
     }
 }
 
-/// Default of `max_concurrent_dials`: dials (spawn + handshake) and discoveries running at
-/// once across the whole daemon.
-pub const DEFAULT_CONCURRENT_DIALS: usize = 16;
+/// Default of `max_concurrent_dials` (a daemon setting, so it lives with the others).
+pub use crate::store::daemon_config::DEFAULT_CONCURRENT_DIALS;
 
 /// A daemon-wide limit on concurrent dials and discoveries, so that 200 sessions opening
 /// together (or a reload of all of them) do not start hundreds of processes in one instant.
@@ -455,10 +454,7 @@ impl Link {
                     command: command.clone(),
                     args: args.clone(),
                     cwd: cwd.clone(),
-                    env: env
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.expose().to_owned()))
-                        .collect(),
+                    env: env.clone(),
                 };
                 StdioTransport::spawn(&spec, sink)
                     .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?

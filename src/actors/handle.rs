@@ -206,6 +206,17 @@ impl ConnHandle {
         self.0.changed.notify_waiters();
     }
 
+    /// [`ConnHandle::close`], answering once the actor has closed its client (its
+    /// transport's shutdown has begun).
+    pub async fn close_and_wait(&self) {
+        self.0.shared.mark_closed();
+        let addr = self.0.addr.write().ok().and_then(|mut g| g.take());
+        self.0.changed.notify_waiters();
+        if let Some(a) = addr {
+            let _ = a.send(Close).await;
+        }
+    }
+
     /// Send any message to the current actor (tests: panic injection).
     #[doc(hidden)]
     pub async fn send<M>(&self, msg: M) -> Result<M::Result, String>

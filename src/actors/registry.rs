@@ -177,26 +177,29 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     crate::advertise::bound_text(&s, 300)
 }
 
-/// Close every connection (daemon shutdown). Answers how many were still open.
+/// Close every connection (daemon shutdown). Answers how many were still open, once each
+/// has closed its client (an HTTP transport's DELETE is then under way; see
+/// `transport::http::closing_settled`).
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub struct CloseAll;
 
 impl Handler<CloseAll> for Registry {
-    type Result = usize;
+    type Result = ResponseFuture<usize>;
 
-    fn handle(&mut self, _: CloseAll, _ctx: &mut Self::Context) -> usize {
-        let mut n = 0;
-        for w in self.live.drain(..) {
-            if let Some(slot) = w.upgrade() {
-                let h = ConnHandle(slot);
-                if !h.is_closed() {
-                    n += 1;
-                }
-                h.close();
-            }
-        }
-        n
+    fn handle(&mut self, _: CloseAll, _ctx: &mut Self::Context) -> Self::Result {
+        let open: Vec<ConnHandle> = self
+            .live
+            .drain(..)
+            .filter_map(|w| w.upgrade())
+            .map(ConnHandle)
+            .filter(|h| !h.is_closed())
+            .collect();
+        Box::pin(async move {
+            let n = open.len();
+            futures_util::future::join_all(open.iter().map(ConnHandle::close_and_wait)).await;
+            n
+        })
     }
 }
 

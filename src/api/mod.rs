@@ -531,22 +531,29 @@ async fn put_session_extension(
     Strict(body): Strict<EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
-    let r = s
-        .addr
-        .send(Reload {
-            choice: Some(Some(body.enabled)),
-            default_enabled: None,
-            reread: true,
-            server: None,
-        })
-        .await
-        .map_err(mailbox)?;
+    let reload = Reload {
+        choice: Some(Some(body.enabled)),
+        default_enabled: None,
+        reread: true,
+        server: None,
+    };
+    reload_then_view(&s, reload, "preparation_failed").await
+}
+
+/// Reload a session as asked and answer its view; a refused preparation is a 409 with
+/// `code` (the session keeps its previous composition).
+async fn reload_then_view(
+    s: &SessionHandle,
+    reload: Reload,
+    code: &'static str,
+) -> Result<HttpResponse, ApiError> {
+    let r = s.addr.send(reload).await.map_err(mailbox)?;
     match r {
         Ok(_) => {
             let view = s.addr.send(GetView).await.map_err(mailbox)?;
             Ok(HttpResponse::Ok().json(view))
         }
-        Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "preparation_failed", e)),
+        Err(e) => Err(ApiError::new(StatusCode::CONFLICT, code, e)),
     }
 }
 
@@ -569,21 +576,11 @@ async fn put_session_server(
     if !configured {
         return Err(ApiError::not_found("server"));
     }
-    let r = s
-        .addr
-        .send(Reload {
-            server: Some((name, body.enabled)),
-            ..Reload::default()
-        })
-        .await
-        .map_err(mailbox)?;
-    match r {
-        Ok(_) => {
-            let view = s.addr.send(GetView).await.map_err(mailbox)?;
-            Ok(HttpResponse::Ok().json(view))
-        }
-        Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "server_refused", e)),
-    }
+    let reload = Reload {
+        server: Some((name, body.enabled)),
+        ..Reload::default()
+    };
+    reload_then_view(&s, reload, "server_refused").await
 }
 
 async fn list_tools(

@@ -6,8 +6,10 @@
 //!   required (`api::trust`), whatever the address.
 //! - The socket is created with mode 0600 inside `$ALBEDO_HOME`, and only when that folder
 //!   is the user's own and nobody else can enter it (0700): between `bind` and `chmod`, the
-//!   folder is what keeps others out. A stale socket (nothing answers) is removed at start;
-//!   one a daemon answers on stops this one from starting; the socket is removed at exit.
+//!   folder is what keeps others out (`$ALBEDO_HOME` is created 0700; an existing looser one
+//!   gets no socket, with a warning). A stale socket (nothing answers) is removed at start;
+//!   one a daemon answers on stops this one from starting; the socket is removed at exit,
+//!   also an exit on an error ([`Socket`]'s `Drop`).
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -177,20 +179,10 @@ impl Socket {
     }
 }
 
-/// Create `$ALBEDO_HOME` with mode 0700 when it does not exist yet (an existing one keeps
-/// its mode; the socket is then opened only if it is private).
-pub fn create_private_home(home: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if home.exists() {
-        return Ok(());
-    }
-    if let Some(parent) = home.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    match std::fs::DirBuilder::new().mode(0o700).create(home) {
-        Ok(()) => std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
+/// The daemon's socket goes with it, also when it stops on an error after opening it.
+impl Drop for Socket {
+    fn drop(&mut self) {
+        self.remove();
     }
 }
 
@@ -320,14 +312,18 @@ mod tests {
             open_socket(d.path()),
             Err(ListenError::SocketInUse { .. })
         ));
-        // Stale: the listener is gone, the file is not.
+        // A clean stop removes it.
         let path = s.path.clone();
-        drop(s.listener);
+        drop(s);
+        assert!(!path.exists());
+        // Stale: a socket file nothing listens on any more.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
         assert!(path.exists());
         let s2 = open_socket(d.path())
             .unwrap()
             .expect("the stale socket is replaced");
-        s2.remove();
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
+        drop(s2);
         assert!(!path.exists());
         // A folder others can enter gets no socket.
         std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();

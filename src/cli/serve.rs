@@ -1,12 +1,16 @@
 //! `albedo-mcp serve`: start the actors and the HTTP API, and shut down cleanly on SIGINT or
 //! SIGTERM, closing every connection (which ends every stdio server process).
 //!
+//! At start it creates `$ALBEDO_HOME` with mode 0700 (an existing one that group or others
+//! can use gets a warning; its mode is not changed) and reads or creates the fingerprint key
+//! (a key file others can read stops the daemon, naming the fix).
+//!
 //! The API listens on TCP and on the Unix socket `$ALBEDO_HOME/albedo.sock` (`listen`), behind
 //! the trust boundary (`api::trust`); the API token is read or created at start
 //! (`store::token`) and never logged.
 
 use crate::actors::connection::ConnContext;
-use crate::actors::registry::{CloseAll, Registry};
+use crate::actors::registry::{CloseAll, Count, Registry};
 use crate::actors::runtime::Runtime;
 use crate::api::{self, AppState};
 use crate::store::daemon_config::{albedo_home, DaemonConfig};
@@ -29,6 +33,8 @@ pub enum ServeError {
     Token(#[from] crate::store::token::TokenError),
     #[error(transparent)]
     Listen(#[from] super::listen::ListenError),
+    #[error(transparent)]
+    Key(#[from] crate::store::fingerprint::KeyError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -45,11 +51,30 @@ pub enum ServeError {
     Server(#[source] std::io::Error),
 }
 
+/// The first SIGTERM or SIGINT.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handling the daemon still stops when killed; nothing to wait for.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
 pub fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ALBEDO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a terminal, never in a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         // Every line passes the secret redaction last (`protocol::text`).
         .with_writer(|| crate::protocol::text::RedactingWriter(std::io::stderr()));
     let _ = if format == "json" {
@@ -75,13 +100,23 @@ fn release_large_buffers() {
 
 pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), ServeError> {
     let home = albedo_home();
-    let _ = super::listen::create_private_home(&home);
-    std::fs::create_dir_all(&home).map_err(|source| ServeError::Home {
-        path: home.display().to_string(),
-        source,
-    })?;
+    let home_status =
+        crate::store::files::create_home(&home).map_err(|source| ServeError::Home {
+            path: home.display().to_string(),
+            source,
+        })?;
     let cfg = DaemonConfig::load(&home)?;
     init_logging(&cfg.log_format);
+    if let crate::store::files::HomeStatus::Loose(mode) = home_status {
+        tracing::warn!(
+            home = %home.display(),
+            "{} has mode {mode:04o}: group or others can use it; `chmod 700 {}` keeps the \
+             settings and the database private",
+            home.display(),
+            home.display()
+        );
+    }
+    crate::store::fingerprint::FingerprintKey::load_or_create(&home)?;
     release_large_buffers();
     let listen = listen.unwrap_or_else(|| cfg.listen.clone());
     // The API token: read, or created on the first start; registered with the log writer's
@@ -150,7 +185,11 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         })
         .on_connect(api::trust::on_connect)
         .workers(threads.min(4))
-        .shutdown_timeout(3);
+        .shutdown_timeout(3)
+        // actix-server's own signal handling stops the whole System 300 ms after a signal,
+        // which would drop the connections' transports mid-shutdown (their DELETEs): the
+        // daemon handles SIGTERM and SIGINT itself and stops only the HTTP server.
+        .disable_signals();
         let tls = server_tls.is_some();
         let server = match server_tls {
             Some(t) => server.bind_rustls_0_23(&tcp_addrs[..], t),
@@ -192,12 +231,33 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         if let Some(f) = ready_file {
             let _ = crate::store::files::write_atomic(&f, shown.join("\n").as_bytes(), 0o644);
         }
-        let result = server.run().await;
-        if let Some(s) = &socket {
-            s.remove();
-        }
+        let server = server.run();
+        let handle = server.handle();
+        actix_rt::spawn(async move {
+            stop_signal().await;
+            tracing::info!("stopping: closing every connection");
+            handle.stop(true).await;
+        });
+        let result = server.await;
+        drop(socket);
         let open = registry.send(CloseAll).await.unwrap_or(0);
-        tracing::info!(connections = open, "albedo-mcp stopped; connections closed");
+        // Each HTTP session's DELETE is awaited, 2 s at most for all of them: first every
+        // connection actor ends (sessions closed theirs as the server stopped; their Close
+        // may still be queued), then every transport's shutdown settles.
+        let limit = std::time::Duration::from_secs(2);
+        let deadline = tokio::time::Instant::now() + limit;
+        while registry.send(Count).await.map(|c| c.0).unwrap_or(0) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let unsettled = crate::transport::http::closing_settled(left).await;
+        tracing::info!(
+            connections = open,
+            unsettled,
+            "albedo-mcp stopped; connections closed"
+        );
         // Give actors a moment to drop their transports (the launchers end the servers).
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         result.map_err(ServeError::Server)

@@ -1,8 +1,9 @@
 //! The reopening schedule of a listening stream (the legacy GET stream and the modern
 //! `subscriptions/listen`): after an attempt that heard something, the base wait (1 s); after
 //! attempts that heard nothing, a wait doubling from the base with each of them (1, 2, 4 ...
-//! s) up to the cap (60 s); the server's `retry`, when it set one, instead (capped the same).
-//! After `max_empty` (8) attempts in a row that heard nothing, it gives up.
+//! s) up to the cap (60 s); the server's `retry`, when it set one, instead, floored at the
+//! base (a server's `retry: 0` cannot make the client spin) and capped the same. After
+//! `max_empty` (8) attempts in a row that heard nothing, it gives up.
 
 use std::time::Duration;
 
@@ -50,7 +51,7 @@ impl Backoff {
             return None;
         }
         if let Some(r) = server_retry {
-            return Some(r.min(self.cap));
+            return Some(r.max(self.base).min(self.cap));
         }
         let doublings = self.empty_in_row.saturating_sub(1).min(30);
         Some(self.base.saturating_mul(1u32 << doublings).min(self.cap))
@@ -90,12 +91,24 @@ mod tests {
         assert_eq!(b.next_wait(true, None), Some(Duration::from_secs(1)));
         assert_eq!(b.empty_in_row(), 0);
         assert_eq!(
-            b.next_wait(false, Some(Duration::from_millis(300))),
-            Some(Duration::from_millis(300))
+            b.next_wait(false, Some(Duration::from_millis(1500))),
+            Some(Duration::from_millis(1500))
         );
         assert_eq!(
             b.next_wait(false, Some(Duration::from_secs(600))),
             Some(Duration::from_secs(60))
         );
+    }
+
+    #[test]
+    fn a_server_retry_below_the_base_is_floored_at_it() {
+        let mut b = Backoff::default();
+        for r in [0, 1, 999] {
+            assert_eq!(
+                b.next_wait(true, Some(Duration::from_millis(r))),
+                Some(Backoff::BASE),
+                "retry {r} ms"
+            );
+        }
     }
 }

@@ -12,6 +12,18 @@ use std::fmt;
 /// Messages larger than this are refused in both directions (16 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The longest string id a response may carry and still be looked at (256 bytes). albedo's
+/// own request ids are numbers, so a longer one answers nothing of ours: it is ignored
+/// without being stored.
+pub const MAX_RESPONSE_ID_BYTES: usize = 256;
+
+/// The one protocol version whose messages may be JSON-RPC batches (arrays): 2025-03-26
+/// added them and 2025-06-18 removed them again.
+pub const BATCH_VERSION: &str = "2025-03-26";
+
+/// The longest text of a [`ParseError`] (it may quote what the server sent).
+const PARSE_ERROR_CHARS: usize = 200;
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -30,6 +42,13 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 pub enum RequestId {
     Number(i64),
     String(String),
+}
+
+impl RequestId {
+    /// Whether this id, on a response, is too long to answer anything of ours.
+    pub fn oversized_for_response(&self) -> bool {
+        matches!(self, RequestId::String(s) if s.len() > MAX_RESPONSE_ID_BYTES)
+    }
 }
 
 impl fmt::Display for RequestId {
@@ -144,7 +163,7 @@ impl Message {
             if e.is_data() {
                 ParseError::NotJsonRpc("not an object of the JSON-RPC shape")
             } else {
-                ParseError::NotJson(e.to_string())
+                not_json(e)
             }
         })?;
         Self::from_raw(raw)
@@ -270,19 +289,43 @@ pub fn notification_bytes(method: &str, params: Option<&Value>) -> Bytes {
     outgoing_bytes(None, method, params)
 }
 
-/// Parse a body that may hold one message or a JSON-RPC batch (2025-03-26 allowed batches).
+/// Parse a body that may hold one message or a JSON-RPC batch (2025-03-26 allowed batches;
+/// whether a batch may be taken from a server is [`batches_allowed`]'s call, asked first with
+/// [`is_batch`]).
 pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Message>, ParseError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(ParseError::TooLarge(bytes.len()));
     }
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'[') {
-        let items: Vec<Raw> =
-            serde_json::from_slice(bytes).map_err(|e| ParseError::NotJson(e.to_string()))?;
+    if is_batch(bytes) {
+        let items: Vec<Raw> = serde_json::from_slice(bytes).map_err(not_json)?;
         items.into_iter().map(Message::from_raw).collect()
     } else {
         Message::parse(bytes).map(|m| vec![m])
     }
+}
+
+/// Whether a body is a JSON-RPC batch (a JSON array), judged by its first byte that is not
+/// white space, without parsing it.
+pub fn is_batch(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+}
+
+/// Whether a server that negotiated `version` may send batches (only 2025-03-26; before the
+/// version is known, no).
+pub fn batches_allowed(version: Option<&str>) -> bool {
+    version == Some(BATCH_VERSION)
+}
+
+/// serde_json's error, which may quote the server's text (`invalid type: string "..."`),
+/// shortened and without control characters.
+fn not_json(e: serde_json::Error) -> ParseError {
+    let text: String = e
+        .to_string()
+        .chars()
+        .take(PARSE_ERROR_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    ParseError::NotJson(text)
 }
 
 #[cfg(test)]
@@ -366,6 +409,41 @@ mod tests {
             parse_batch(br#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":1,"result":1}]"#)
                 .unwrap();
         assert_eq!(batch.len(), 2);
+    }
+
+    #[test]
+    fn batches_are_told_apart_and_allowed_only_for_2025_03_26() {
+        assert!(is_batch(b"  \n [ {}]"));
+        assert!(!is_batch(br#"{"jsonrpc":"2.0"}"#));
+        assert!(!is_batch(b""));
+        assert!(batches_allowed(Some("2025-03-26")));
+        for v in [
+            None,
+            Some("2025-11-25"),
+            Some("2025-06-18"),
+            Some("2024-11-05"),
+        ] {
+            assert!(!batches_allowed(v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn long_string_ids_cannot_answer_our_requests() {
+        assert!(!RequestId::Number(i64::MAX).oversized_for_response());
+        assert!(!RequestId::String("a".repeat(MAX_RESPONSE_ID_BYTES)).oversized_for_response());
+        assert!(RequestId::String("a".repeat(MAX_RESPONSE_ID_BYTES + 1)).oversized_for_response());
+    }
+
+    #[test]
+    fn parse_errors_quoting_the_server_are_short_and_clean() {
+        let junk = format!("[\"{}\"]", "\\u001b[31m\\n".repeat(10_000));
+        let e = parse_batch(junk.as_bytes()).unwrap_err().to_string();
+        assert!(
+            e.chars().count() <= PARSE_ERROR_CHARS + 40,
+            "{} chars",
+            e.len()
+        );
+        assert!(!e.chars().any(char::is_control), "{e:?}");
     }
 
     #[test]

@@ -22,8 +22,34 @@
 //! (the other order gives "database is locked" under concurrency; and a connection that
 //! loses the race to switch a fresh file, which SQLite refuses at once, waits for the
 //! other's switch), then `synchronous = NORMAL`. Migrations run inside `BEGIN IMMEDIATE` so that two daemons
-//! opening the same file at once do not both create the table. On PostgreSQL they run in a
-//! transaction holding an advisory lock, for the same reason with several replicas.
+//! opening the same file at once do not both create the table (and not at all when none is
+//! pending, so a daemon starts beside another process that holds the write lock). On
+//! PostgreSQL they run in a transaction holding an advisory lock, for the same reason with
+//! several replicas.
+//!
+//! Files: a new SQLite file is created with mode 0600 before SQLite opens it (SQLite gives
+//! its `-wal` and `-shm` files the same mode); an existing file keeps its mode. The database
+//! is only a cache, so a file that SQLite finds corrupt ("file is not a database",
+//! "database disk image is malformed") when it is opened is moved aside to
+//! `<file>.corrupt-<unix time>` (its `-wal` beside it) and a new one is created, with a
+//! warning, instead of stopping the daemon.
+//!
+//! Availability: the database is on the path of every session open ([`get_all_shared`],
+//! [`put`]), so a query waits at most [`SQLITE_QUERY_BUSY_TIMEOUT_MS`] (1 s) for a lock held
+//! elsewhere (the migrations on open wait up to 10 s). A query that fails because the
+//! database is locked or unreachable makes the store *unavailable* for
+//! [`UNAVAILABLE_RETRY`] (30 s): that call answers [`StoreError::Unavailable`] (the caller
+//! logs it: the one warning), and until the time is up nothing touches the database: reads
+//! by [`get_all_shared`] answer "nothing saved" and [`put`] skips the save, both at once and
+//! silently, while [`get`], [`get_all`] and [`delete`] answer
+//! [`StoreError::StillUnavailable`]. A read that failed stops writes too; a write that failed
+//! leaves reads alone (in WAL mode another process's write lock does not block them).
+//!
+//! [`get_all_shared`]: CatalogueStore::get_all_shared
+//! [`put`]: CatalogueStore::put
+//! [`get`]: CatalogueStore::get
+//! [`get_all`]: CatalogueStore::get_all
+//! [`delete`]: CatalogueStore::delete
 //!
 //! [`ResolvedServer::fingerprint`]: crate::store::settings::ResolvedServer::fingerprint
 
@@ -37,7 +63,7 @@ use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "postgres")]
 use diesel::pg::PgConnection;
@@ -50,8 +76,13 @@ pub const MAX_CATALOGUE_BYTES: usize = crate::protocol::model::MAX_CATALOGUE_BYT
 /// The embedded migrations (`migrations/` at the top of the repository).
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
-/// How long a SQLite connection waits for another writer before giving up.
+/// How long opening the database (WAL switch, migrations) waits for another writer.
 const SQLITE_BUSY_TIMEOUT_MS: u64 = 10_000;
+/// How long a query waits for a lock held elsewhere before the store counts as unavailable.
+pub const SQLITE_QUERY_BUSY_TIMEOUT_MS: u64 = 1_000;
+/// How long the store stays unavailable (not tried) after a query found it locked or
+/// unreachable.
+pub const UNAVAILABLE_RETRY: Duration = Duration::from_secs(30);
 /// The largest number of pooled connections (SQLite and PostgreSQL alike).
 const POOL_MAX_SIZE: u32 = 8;
 /// How long `get`, `put`... wait for a free pooled connection.
@@ -77,6 +108,35 @@ pub enum StoreError {
         path: String,
         #[source]
         source: std::io::Error,
+    },
+    #[error("cannot create the catalogue database {path}: {source}")]
+    CreateFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the catalogue database {path} is corrupt and cannot be moved aside: {source}")]
+    MoveAside {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the catalogue database is unavailable for {op} ({source}); it is not tried again \
+         for {retry_after_secs} s"
+    )]
+    Unavailable {
+        op: &'static str,
+        retry_after_secs: u64,
+        #[source]
+        source: Box<StoreError>,
+    },
+    #[error(
+        "the catalogue database is unavailable for {op}; it is tried again in {retry_in_secs} s"
+    )]
+    StillUnavailable {
+        op: &'static str,
+        retry_in_secs: u64,
     },
     #[error("cannot open the catalogue database {url}: {source}")]
     Connect {
@@ -179,11 +239,65 @@ enum Backend {
     Postgres(Pool<ConnectionManager<PgConnection>>),
 }
 
+/// Reads or writes, for the availability of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Read => "reading",
+            Op::Write => "writing",
+        }
+    }
+}
+
+/// Until when reads and writes are not tried (see the module's "Availability").
+#[derive(Default)]
+struct Availability {
+    read_until: Option<Instant>,
+    write_until: Option<Instant>,
+}
+
+impl Availability {
+    fn until(&mut self, op: Op) -> &mut Option<Instant> {
+        match op {
+            Op::Read => &mut self.read_until,
+            Op::Write => &mut self.write_until,
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the error says the database is locked elsewhere or cannot be reached, rather
+    /// than something about this call.
+    fn is_unavailable(&self) -> bool {
+        use diesel::result::{DatabaseErrorKind, Error as DE};
+        match self {
+            StoreError::Connection(_) => true,
+            StoreError::Query(DE::DatabaseError(kind, info)) => {
+                matches!(
+                    kind,
+                    DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand
+                ) || info.message().contains("locked")
+                    || info.message().contains("busy")
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The saved catalogues. Cheap to clone (the clones share one connection pool); `Send` and
 /// `Sync`; every method blocks.
 #[derive(Clone)]
 pub struct CatalogueStore {
     backend: Backend,
+    /// Shared by the clones: until when the database is not tried.
+    availability: Arc<Mutex<Availability>>,
+    retry: Duration,
     /// Catalogues already decoded, by server, with the row they came from (fingerprint,
     /// `updated_at`, text length): a session that opens from saved catalogues decodes only
     /// rows it has not seen. `put` and `delete` drop the entry they touch.
@@ -276,18 +390,27 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The pragmas every SQLite connection gets. `busy_timeout` must come before WAL.
+/// The pragmas every SQLite connection gets. `busy_timeout` must come before WAL; pooled
+/// connections then wait [`SQLITE_QUERY_BUSY_TIMEOUT_MS`] per query.
 #[derive(Debug)]
 struct SqlitePragmas {
     wal: bool,
 }
 
 impl SqlitePragmas {
-    fn apply(&self, conn: &mut SqliteConnection) -> Result<(), diesel::result::Error> {
+    /// Sets up a connection; its queries then wait up to `busy_ms` for a lock.
+    fn apply(
+        &self,
+        conn: &mut SqliteConnection,
+        busy_ms: u64,
+    ) -> Result<(), diesel::result::Error> {
         conn.batch_execute(&format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS};"))?;
         if self.wal {
             Self::switch_to_wal(conn)?;
             conn.batch_execute("PRAGMA synchronous = NORMAL;")?;
+        }
+        if busy_ms != SQLITE_BUSY_TIMEOUT_MS {
+            conn.batch_execute(&format!("PRAGMA busy_timeout = {busy_ms};"))?;
         }
         Ok(())
     }
@@ -333,7 +456,8 @@ impl SqlitePragmas {
 
 impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqlitePragmas {
     fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
-        self.apply(conn).map_err(diesel::r2d2::Error::QueryError)
+        self.apply(conn, SQLITE_QUERY_BUSY_TIMEOUT_MS)
+            .map_err(diesel::r2d2::Error::QueryError)
     }
 }
 
@@ -373,25 +497,64 @@ impl CatalogueStore {
             let mut conn = pool.get().map_err(StoreError::Connection)?;
             migrate_sqlite(&mut conn, url)?;
         }
-        Ok(CatalogueStore {
-            backend: Backend::Sqlite(pool),
+        Ok(CatalogueStore::new(Backend::Sqlite(pool)))
+    }
+
+    fn new(backend: Backend) -> CatalogueStore {
+        CatalogueStore {
+            backend,
+            availability: Default::default(),
+            retry: UNAVAILABLE_RETRY,
             decoded: Default::default(),
-        })
+        }
     }
 
     fn open_sqlite_file(path: &str) -> Result<Self, StoreError> {
-        // `file:` URIs go to SQLite as they are; a plain path gets its directory created.
-        if !path.starts_with("file:") {
-            if let Some(dir) = Path::new(path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-            {
-                std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                    path: PathBuf::from(dir).display().to_string(),
-                    source,
-                })?;
-            }
+        // `file:` URIs go to SQLite as they are; a plain path gets its directory created,
+        // and the file itself (mode 0600) when it is missing.
+        if path.starts_with("file:") {
+            return Self::open_sqlite_connections(path);
         }
+        if let Some(dir) = Path::new(path)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: PathBuf::from(dir).display().to_string(),
+                source,
+            })?;
+        }
+        let create = || {
+            crate::store::files::create_private_file(Path::new(path)).map_err(|source| {
+                StoreError::CreateFile {
+                    path: path.to_owned(),
+                    source,
+                }
+            })
+        };
+        create()?;
+        match Self::open_sqlite_connections(path) {
+            Err(e) if is_corrupt(&e) => {
+                let aside =
+                    move_aside(Path::new(path)).map_err(|source| StoreError::MoveAside {
+                        path: path.to_owned(),
+                        source,
+                    })?;
+                tracing::warn!(
+                    path,
+                    moved_to = %aside.display(),
+                    error = %e,
+                    "the catalogue database is corrupt: it was moved aside and a new one \
+                     created (servers are discovered again)"
+                );
+                create()?;
+                Self::open_sqlite_connections(path)
+            }
+            r => r,
+        }
+    }
+
+    fn open_sqlite_connections(path: &str) -> Result<Self, StoreError> {
         let pragmas = SqlitePragmas { wal: true };
         // One direct connection first: a bad path fails at once with SQLite's own message
         // (the pool would retry until its timeout), and the migrations run on it.
@@ -402,7 +565,7 @@ impl CatalogueStore {
                     source,
                 })?;
             pragmas
-                .apply(&mut conn)
+                .apply(&mut conn, SQLITE_BUSY_TIMEOUT_MS)
                 .map_err(|source| StoreError::Setup {
                     url: path.to_owned(),
                     source,
@@ -419,10 +582,7 @@ impl CatalogueStore {
                 url: path.to_owned(),
                 source,
             })?;
-        Ok(CatalogueStore {
-            backend: Backend::Sqlite(pool),
-            decoded: Default::default(),
-        })
+        Ok(CatalogueStore::new(Backend::Sqlite(pool)))
     }
 
     #[cfg(not(feature = "postgres"))]
@@ -455,10 +615,7 @@ impl CatalogueStore {
             .connection_timeout(POOL_CONNECTION_TIMEOUT)
             .build(ConnectionManager::<PgConnection>::new(url))
             .map_err(|source| StoreError::Pool { url: shown, source })?;
-        Ok(CatalogueStore {
-            backend: Backend::Postgres(pool),
-            decoded: Default::default(),
-        })
+        Ok(CatalogueStore::new(Backend::Postgres(pool)))
     }
 
     /// `"sqlite"` or `"postgres"`, for logs.
@@ -470,14 +627,86 @@ impl CatalogueStore {
         }
     }
 
+    /// Runs `query` unless `op` is not to be tried now (`Ok(None)`); a failure that says the
+    /// database is locked or unreachable makes `op` unavailable (a read: writes too) for
+    /// the retry time and is answered as [`StoreError::Unavailable`].
+    fn guarded<T>(
+        &self,
+        op: Op,
+        query: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let lock = || self.availability.lock().unwrap_or_else(|p| p.into_inner());
+        let was_down = {
+            let mut a = lock();
+            match *a.until(op) {
+                Some(t) if Instant::now() < t => return Ok(None),
+                Some(_) => true,
+                None => false,
+            }
+        };
+        match query() {
+            Err(e) if e.is_unavailable() => {
+                let until = Some(Instant::now() + self.retry);
+                let mut a = lock();
+                *a.until(op) = until;
+                if op == Op::Read {
+                    a.write_until = until;
+                }
+                Err(StoreError::Unavailable {
+                    op: op.name(),
+                    retry_after_secs: self.retry.as_secs(),
+                    source: Box::new(e),
+                })
+            }
+            r => {
+                if was_down && r.is_ok() {
+                    let mut a = lock();
+                    if a.until(op).is_some_and(|t| Instant::now() >= t) {
+                        *a.until(op) = None;
+                        tracing::info!(
+                            "the catalogue database is available again for {}",
+                            op.name()
+                        );
+                    }
+                }
+                r.map(Some)
+            }
+        }
+    }
+
+    /// The error for a call made while `op` is not tried.
+    fn still_unavailable(&self, op: Op) -> StoreError {
+        let until = *self
+            .availability
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .until(op);
+        StoreError::StillUnavailable {
+            op: op.name(),
+            retry_in_secs: until
+                .map(|t| t.saturating_duration_since(Instant::now()).as_secs() + 1)
+                .unwrap_or(0),
+        }
+    }
+
+    /// The same store, trying the database again `retry` after it found it unavailable.
+    pub fn with_unavailable_retry(mut self, retry: Duration) -> CatalogueStore {
+        self.retry = retry;
+        self
+    }
+
     /// The saved catalogue of `server`, if any. A row that no longer parses is
     /// [`StoreError::Corrupt`].
     pub fn get(&self, server: &str) -> Result<Option<SavedCatalogue>, StoreError> {
-        let row: Option<Row> = with_conn!(self, |conn| mcp_catalogues::table
-            .find(server)
-            .select(Row::as_select())
-            .first(conn)
-            .optional()?);
+        let row: Option<Row> = self
+            .guarded(Op::Read, || {
+                Ok(with_conn!(self, |conn| mcp_catalogues::table
+                    .find(server)
+                    .select(Row::as_select())
+                    .first(conn)
+                    .optional()?))
+            })?
+            .ok_or_else(|| self.still_unavailable(Op::Read))?;
         match row {
             None => Ok(None),
             Some(row) => row.decode().map(|(_, saved)| Some(saved)),
@@ -486,9 +715,13 @@ impl CatalogueStore {
 
     /// Every saved catalogue by server name. Corrupt rows are left out, each with a warning.
     pub fn get_all(&self) -> Result<HashMap<String, SavedCatalogue>, StoreError> {
-        let rows: Vec<Row> = with_conn!(self, |conn| mcp_catalogues::table
-            .select(Row::as_select())
-            .load(conn)?);
+        let rows: Vec<Row> = self
+            .guarded(Op::Read, || {
+                Ok(with_conn!(self, |conn| mcp_catalogues::table
+                    .select(Row::as_select())
+                    .load(conn)?))
+            })?
+            .ok_or_else(|| self.still_unavailable(Op::Read))?;
         let mut all = HashMap::with_capacity(rows.len());
         for row in rows {
             match row.decode() {
@@ -504,10 +737,19 @@ impl CatalogueStore {
     /// Every saved catalogue, shared, by server, with its fingerprint. A row already decoded
     /// by this store (same fingerprint, `updated_at` and length) is not decoded again:
     /// decoding 100 catalogues of 50 tools was a third of a warm session open.
+    ///
+    /// On the session-open path: while the store is unavailable it answers an empty map at
+    /// once (as if nothing was saved).
     pub fn get_all_shared(&self) -> Result<HashMap<String, (String, Arc<Catalogue>)>, StoreError> {
-        let rows: Vec<Row> = with_conn!(self, |conn| mcp_catalogues::table
-            .select(Row::as_select())
-            .load(conn)?);
+        let Some(rows) = self.guarded(Op::Read, || {
+            Ok::<Vec<Row>, StoreError>(with_conn!(self, |conn| mcp_catalogues::table
+                .select(Row::as_select())
+                .load(conn)?))
+        })?
+        else {
+            tracing::debug!("the catalogue database is unavailable: nothing saved is used");
+            return Ok(HashMap::new());
+        };
         let mut cache = self.decoded.lock().unwrap_or_else(|p| p.into_inner());
         let mut all = HashMap::with_capacity(rows.len());
         for row in rows {
@@ -556,7 +798,8 @@ impl CatalogueStore {
 
     /// Saves `catalogue` as `server`'s, found under `fingerprint`, replacing what was saved.
     /// Refused with [`StoreError::TooLarge`] over [`MAX_CATALOGUE_BYTES`] (the previous row
-    /// stays).
+    /// stays). On the session-open path: while the store is unavailable the save is skipped
+    /// at once (`Ok`; the next discovery saves again).
     pub fn put(
         &self,
         server: &str,
@@ -581,7 +824,10 @@ impl CatalogueStore {
             catalogue: &json,
             updated_at: now_ms(),
         };
-        with_conn!(self, |conn| diesel::insert_into(mcp_catalogues::table)
+        let saved = self.guarded(Op::Write, || {
+            Ok(with_conn!(self, |conn| diesel::insert_into(
+                mcp_catalogues::table
+            )
             .values(&row)
             .on_conflict(mcp_catalogues::server)
             .do_update()
@@ -590,22 +836,77 @@ impl CatalogueStore {
                 mcp_catalogues::catalogue.eq(row.catalogue),
                 mcp_catalogues::updated_at.eq(row.updated_at),
             ))
-            .execute(conn)?);
+            .execute(conn)?))
+        })?;
+        if saved.is_none() {
+            tracing::debug!(server, "the catalogue database is unavailable: not saved");
+        }
         Ok(())
     }
 
     /// Forgets `server`'s catalogue. Returns whether there was one.
     pub fn delete(&self, server: &str) -> Result<bool, StoreError> {
         self.forget(server);
-        let n = with_conn!(self, |conn| diesel::delete(
-            mcp_catalogues::table.find(server)
-        )
-        .execute(conn)?);
+        let n = self
+            .guarded(Op::Write, || {
+                Ok(with_conn!(self, |conn| diesel::delete(
+                    mcp_catalogues::table.find(server)
+                )
+                .execute(conn)?))
+            })?
+            .ok_or_else(|| self.still_unavailable(Op::Write))?;
         Ok(n > 0)
     }
 }
 
+/// Whether opening failed because SQLite found the file corrupt.
+fn is_corrupt(e: &StoreError) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        let text = err.to_string();
+        if text.contains("file is not a database") || text.contains("disk image is malformed") {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// Moves a corrupt database file to `<file>.corrupt-<unix time>` (`-1`, `-2`... when that is
+/// taken), with its `-wal` beside it; its `-shm` (an index of the `-wal`) is removed.
+fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let with_suffix = |p: &Path, suffix: &str| {
+        let mut s = p.as_os_str().to_owned();
+        s.push(suffix);
+        PathBuf::from(s)
+    };
+    let mut aside = with_suffix(path, &format!(".corrupt-{secs}"));
+    let mut n = 0;
+    while std::fs::symlink_metadata(&aside).is_ok() {
+        n += 1;
+        aside = with_suffix(path, &format!(".corrupt-{secs}-{n}"));
+    }
+    std::fs::rename(path, &aside)?;
+    match std::fs::rename(with_suffix(path, "-wal"), with_suffix(&aside, "-wal")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    match std::fs::remove_file(with_suffix(path, "-shm")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    Ok(aside)
+}
+
 fn migrate_sqlite(conn: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
+    // Reading is enough when nothing is pending: no write lock is taken.
+    if let Ok(false) = conn.has_pending_migration(MIGRATIONS) {
+        return Ok(());
+    }
     conn.immediate_transaction(|conn| {
         conn.run_pending_migrations(MIGRATIONS)?;
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
@@ -926,12 +1227,61 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_a_database_is_an_error() {
+    fn new_database_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home/albedo.db");
+        let store = CatalogueStore::open(path.to_str().unwrap()).unwrap();
+        store.put("docs", "fp", &catalogue("a")).unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let f = dir.path().join(format!("home/albedo.db{suffix}"));
+            let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o600, "{}", f.display());
+        }
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_and_recreated() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("albedo.db");
         std::fs::write(&path, vec![b'z'; 4096]).unwrap();
-        let err = CatalogueStore::open(path.to_str().unwrap()).unwrap_err();
-        assert!(err.to_string().contains("albedo.db"), "{err}");
+        let store = CatalogueStore::open(path.to_str().unwrap()).unwrap();
+        assert_eq!(store.get_all().unwrap().len(), 0);
+        store.put("docs", "fp", &catalogue("a")).unwrap();
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("albedo.db.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert_eq!(
+            std::fs::read(dir.path().join(&aside[0])).unwrap(),
+            vec![b'z'; 4096],
+            "the corrupt file is kept as it was"
+        );
+        // A second corrupt file in the same second gets a name of its own.
+        drop(store);
+        for f in ["albedo.db", "albedo.db-wal", "albedo.db-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(f));
+        }
+        std::fs::write(&path, b"not a database either").unwrap();
+        CatalogueStore::open(path.to_str().unwrap()).unwrap();
+        let count = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("albedo.db.corrupt-")
+            })
+            .count();
+        assert_eq!(count, 2);
+        // Something that is not a file at all is still an error.
+        let folder = dir.path().join("folder.db");
+        std::fs::create_dir(&folder).unwrap();
+        let err = CatalogueStore::open(folder.to_str().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("folder.db"), "{err}");
         assert!(std::error::Error::source(&err).is_some());
     }
 
@@ -953,6 +1303,122 @@ mod tests {
                 None
             }
         }
+    }
+
+    /// Another process holds the write lock (`BEGIN EXCLUSIVE`): a save gives up after a
+    /// short wait once, and the saves after it do not wait at all until the store is tried
+    /// again; reads go on (WAL), and a daemon can still start.
+    #[test]
+    fn a_database_locked_from_outside_costs_one_short_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("albedo.db");
+        let path = path.to_str().unwrap();
+        let store = CatalogueStore::open(path)
+            .unwrap()
+            .with_unavailable_retry(Duration::from_secs(3));
+        store.put("docs", "fp1", &catalogue("a")).unwrap();
+        let mut outside = SqliteConnection::establish(path).unwrap();
+        outside.batch_execute("BEGIN EXCLUSIVE;").unwrap();
+        let t0 = Instant::now();
+        let first = store.put("docs", "fp2", &catalogue("b"));
+        let first_wait = t0.elapsed();
+        assert!(
+            first_wait < Duration::from_millis(2500),
+            "the first save waited {first_wait:?} ({first:?})"
+        );
+        let err = first.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Unavailable { op: "writing", .. }),
+            "{err:?}"
+        );
+        assert!(std::error::Error::source(&err).is_some(), "cause kept");
+        let msg = err.to_string();
+        assert!(msg.contains("locked") && msg.contains("3 s"), "{msg}");
+        let t1 = Instant::now();
+        for i in 0..5 {
+            store.put(&format!("s{i}"), "fp", &catalogue("c")).unwrap();
+        }
+        let rest = t1.elapsed();
+        assert!(
+            rest < Duration::from_millis(200),
+            "later saves waited {rest:?}"
+        );
+        assert!(matches!(
+            store.delete("docs"),
+            Err(StoreError::StillUnavailable { op: "writing", .. })
+        ));
+        // Reads still answer, with what was saved before the lock.
+        let t2 = Instant::now();
+        let all = store.get_all_shared().unwrap();
+        assert!(t2.elapsed() < Duration::from_millis(500));
+        assert_eq!(all["docs"].0, "fp1");
+        assert_eq!(store.get("docs").unwrap().unwrap().fingerprint, "fp1");
+        // Another daemon starting now opens the store (no migration is pending).
+        let t3 = Instant::now();
+        let other = CatalogueStore::open(path).unwrap();
+        assert!(
+            t3.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            t3.elapsed()
+        );
+        assert_eq!(other.get("docs").unwrap().unwrap().fingerprint, "fp1");
+        // Once the lock is gone and the retry time is up, saves work again.
+        outside.batch_execute("COMMIT;").unwrap();
+        store.put("docs", "fp3", &catalogue("d")).unwrap();
+        assert_eq!(
+            store.get("docs").unwrap().unwrap().fingerprint,
+            "fp1",
+            "skipped"
+        );
+        std::thread::sleep(Duration::from_millis(3100));
+        store.put("docs", "fp4", &catalogue("e")).unwrap();
+        assert_eq!(store.get("docs").unwrap().unwrap().fingerprint, "fp4");
+    }
+
+    /// Without WAL (rollback journal), another process's exclusive lock blocks reads too:
+    /// one read waits the short timeout, then reads answer "nothing saved" and saves are
+    /// skipped, at once.
+    #[test]
+    fn a_read_that_finds_the_database_locked_stops_reads_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rollback.db");
+        let path = path.to_str().unwrap();
+        let pool = Pool::builder()
+            .max_size(2)
+            .connection_customizer(Box::new(SqlitePragmas { wal: false }))
+            .build(ConnectionManager::<SqliteConnection>::new(path))
+            .unwrap();
+        migrate_sqlite(&mut pool.get().unwrap(), path).unwrap();
+        let store = CatalogueStore::new(Backend::Sqlite(pool));
+        store.put("docs", "fp1", &catalogue("a")).unwrap();
+        let mut outside = SqliteConnection::establish(path).unwrap();
+        outside
+            .batch_execute("BEGIN EXCLUSIVE; UPDATE mcp_catalogues SET fingerprint = 'x' WHERE 0;")
+            .unwrap();
+        let t0 = Instant::now();
+        let err = store.get_all_shared().unwrap_err();
+        assert!(
+            t0.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert!(
+            matches!(err, StoreError::Unavailable { op: "reading", .. }),
+            "{err:?}"
+        );
+        let t1 = Instant::now();
+        assert!(store.get_all_shared().unwrap().is_empty());
+        store.put("docs", "fp2", &catalogue("b")).unwrap();
+        assert!(matches!(
+            store.get_all(),
+            Err(StoreError::StillUnavailable { op: "reading", .. })
+        ));
+        assert!(
+            t1.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            t1.elapsed()
+        );
+        outside.batch_execute("COMMIT;").unwrap();
     }
 
     /// The same checks on PostgreSQL: `ALBEDO_TEST_POSTGRES_URL=$(bash tests/peers/postgres.sh)

@@ -54,6 +54,10 @@ fn default_max_call_body_bytes() -> usize {
     16 * 1024 * 1024
 }
 
+/// Default of `max_concurrent_dials`: dials (spawn + handshake) and discoveries running at
+/// once across the whole daemon.
+pub const DEFAULT_CONCURRENT_DIALS: usize = 16;
+
 fn default_max_sessions() -> usize {
     1000
 }
@@ -63,7 +67,7 @@ fn default_session_idle_secs() -> u64 {
 }
 
 fn default_max_concurrent_dials() -> usize {
-    crate::actors::connection::DEFAULT_CONCURRENT_DIALS
+    DEFAULT_CONCURRENT_DIALS
 }
 
 #[derive(Debug, thiserror::Error)]

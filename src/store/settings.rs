@@ -1,13 +1,25 @@
 //! The `mcp` section of `$ALBEDO_HOME/extensions.json`, the secrets of `creds.json`, and their
 //! resolution into what a connection needs. Secrets are named, never inlined: every `env`
-//! value and header names a variable of the daemon's environment (`{"env": "VAR"}`), or comes
-//! from `creds.json` (mode 0600), and a missing one fails preparation, naming the variable and
-//! the server.
+//! value and header names a variable of the daemon's environment (`{"env": "VAR"}`), or a
+//! value stored in `creds.json` under the server (`{"secret": "KEY"}`), and a missing one
+//! fails preparation, naming the variable or key and the server (never a value).
+//!
+//! `creds.json` must be private (no access for group or others): otherwise preparation fails,
+//! naming the file, its mode and the fix, and nothing is read from it. An empty or blank
+//! `extensions.json` is an error (`{}` means no settings); a missing one is no settings.
+//!
+//! A server's fingerprint is an HMAC-SHA256 of its configuration and secret values under the
+//! key of `$ALBEDO_HOME/fingerprint.key` ([`crate::store::fingerprint`]), which
+//! [`Credentials::load`] reads (or creates) with `creds.json`.
+//!
+//! Owns: parsing, validation and resolution of server settings. Must not touch: connections,
+//! the database.
 
-use crate::store::files::write_atomic;
+use crate::store::files::{open_private, write_atomic, PrivateFileError};
+use crate::store::fingerprint::{FingerprintKey, KeyError};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_RETRY_MS: u64 = 30_000;
@@ -42,6 +54,13 @@ pub enum SettingsError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path} is empty; write {{}} for no settings")]
+    Empty { path: String },
+    /// `creds.json` cannot be read, or group or others can read it.
+    #[error(transparent)]
+    Private(#[from] PrivateFileError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
 }
 
 /// Where a secret value comes from.
@@ -104,22 +123,22 @@ pub fn creds_path(home: &Path) -> PathBuf {
     home.join("creds.json")
 }
 
-fn read_json(path: &Path) -> Result<Map<String, Value>, SettingsError> {
-    match std::fs::read(path) {
-        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(Map::new()),
-        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err(SettingsError::Section(format!(
-                "{} must hold a JSON object",
-                path.display()
-            ))),
-            Err(source) => Err(SettingsError::Json {
-                path: path.display().to_string(),
-                source,
-            }),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
-        Err(source) => Err(SettingsError::Io {
+/// A JSON object read from `path`. Blank text is `blank` (an error, or no settings).
+fn parse_object(
+    path: &Path,
+    bytes: &[u8],
+    blank: impl FnOnce() -> Result<Map<String, Value>, SettingsError>,
+) -> Result<Map<String, Value>, SettingsError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return blank();
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(SettingsError::Section(format!(
+            "{} must hold a JSON object",
+            path.display()
+        ))),
+        Err(source) => Err(SettingsError::Json {
             path: path.display().to_string(),
             source,
         }),
@@ -127,10 +146,24 @@ fn read_json(path: &Path) -> Result<Map<String, Value>, SettingsError> {
 }
 
 impl ExtensionsFile {
+    /// Read `extensions.json`: missing is no settings; empty or blank is an error.
     pub fn load(home: &Path) -> Result<ExtensionsFile, SettingsError> {
-        Ok(ExtensionsFile {
-            raw: read_json(&extensions_path(home))?,
-        })
+        let path = extensions_path(home);
+        let raw = match std::fs::read(&path) {
+            Ok(bytes) => parse_object(&path, &bytes, || {
+                Err(SettingsError::Empty {
+                    path: path.display().to_string(),
+                })
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
+            Err(source) => {
+                return Err(SettingsError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })
+            }
+        };
+        Ok(ExtensionsFile { raw })
     }
 
     /// The extension's default for every session (off on a fresh install).
@@ -231,6 +264,10 @@ fn invalid(server: &str, message: impl Into<String>) -> SettingsError {
     }
 }
 
+/// The ways to name a secret, for messages.
+const SECRET_FORMS: &str =
+    "{\"env\": \"VARIABLE\"} (the daemon's environment) or {\"secret\": \"KEY\"} (creds.json)";
+
 fn secret_ref(server: &str, field: &str, v: &Value) -> Result<SecretRef, SettingsError> {
     match v {
         Value::Object(m) if m.len() == 1 => {
@@ -241,15 +278,18 @@ fn secret_ref(server: &str, field: &str, v: &Value) -> Result<SecretRef, Setting
                 return Ok(SecretRef::Env(var.clone()));
             }
             if let Some(Value::String(key)) = m.get("secret") {
+                if key.is_empty() {
+                    return Err(invalid(server, format!("`{field}` names an empty secret")));
+                }
                 return Ok(SecretRef::Stored(key.clone()));
             }
-            Err(invalid(server, format!("`{field}` must be {{\"env\": \"VARIABLE\"}}")))
+            Err(invalid(server, format!("`{field}` must be {SECRET_FORMS}")))
         }
         Value::String(_) => Err(invalid(
             server,
-            format!("`{field}` is an inline value; secrets are named, never inlined: write {{\"env\": \"VARIABLE\"}}"),
+            format!("`{field}` is an inline value; secrets are named, never inlined: write {SECRET_FORMS}"),
         )),
-        _ => Err(invalid(server, format!("`{field}` must be {{\"env\": \"VARIABLE\"}}"))),
+        _ => Err(invalid(server, format!("`{field}` must be {SECRET_FORMS}"))),
     }
 }
 
@@ -443,17 +483,71 @@ impl ServerConfig {
     }
 }
 
-/// The secrets `creds.json` holds for servers: `{"mcp": {"<server>": {"<key>": "<value>"}}}`.
-#[derive(Debug, Clone, Default)]
+/// The secrets `creds.json` holds for servers: `{"mcp": {"<server>": {"<key>": "<value>"}}}`,
+/// and the key fingerprints are made with. Its `Debug` shows the servers and key names only.
+#[derive(Clone, Default)]
 pub struct Credentials {
     pub raw: Map<String, Value>,
+    /// `Default` gives a random key made once per process (fingerprints stable within the
+    /// process only); [`Credentials::load`] reads the daemon's.
+    key: FingerprintKey,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: BTreeMap<&str, Vec<&str>> = self
+            .raw
+            .get("mcp")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(server, keys)| {
+                        let keys = keys
+                            .as_object()
+                            .map(|k| k.keys().map(String::as_str).collect())
+                            .unwrap_or_default();
+                        (server.as_str(), keys)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        f.debug_struct("Credentials")
+            .field("stored", &names)
+            .field("key", &self.key)
+            .finish()
+    }
 }
 
 impl Credentials {
+    /// Read `creds.json` (missing: no secrets) and the fingerprint key (created when
+    /// missing). A `creds.json` that group or others can access is refused unread.
     pub fn load(home: &Path) -> Result<Credentials, SettingsError> {
+        let path = creds_path(home);
+        let raw = match open_private(&path)? {
+            None => Map::new(),
+            Some(mut f) => {
+                let mut bytes = Vec::new();
+                f.read_to_end(&mut bytes)
+                    .map_err(|source| SettingsError::Io {
+                        path: path.display().to_string(),
+                        source,
+                    })?;
+                parse_object(&path, &bytes, || Ok(Map::new()))?
+            }
+        };
         Ok(Credentials {
-            raw: read_json(&creds_path(home))?,
+            raw,
+            key: FingerprintKey::load_or_create(home)?,
         })
+    }
+
+    /// The same secrets under another fingerprint key (tests, tools).
+    pub fn with_fingerprint_key(self, key: FingerprintKey) -> Credentials {
+        Credentials { key, ..self }
+    }
+
+    pub fn fingerprint_key(&self) -> &FingerprintKey {
+        &self.key
     }
 
     pub fn stored(&self, server: &str, key: &str) -> Option<&str> {
@@ -465,11 +559,16 @@ impl Credentials {
     }
 }
 
-/// A secret value: its Debug and Display never show it.
+/// A secret value: its Debug never shows it, and it has no Display.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value, for the one place that hands it over (a spawned process, a header).
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -524,20 +623,30 @@ fn lookup(
             .ok_or_else(|| {
                 invalid(
                     server,
-                    format!("the stored secret {key:?} is missing from creds.json"),
+                    format!(
+                        "the stored secret {key:?} is missing from creds.json (a string at \
+                         mcp.{server}.{key})"
+                    ),
                 )
             }),
     }
 }
 
-/// Read a server's secrets and compute its fingerprint. `env` reads the daemon's environment.
+/// What the fingerprint MAC starts with (a new construction gets a new label).
+const FINGERPRINT_LABEL: &[u8] = b"albedo-mcp server fingerprint v2";
+
+/// Read a server's secrets and compute its fingerprint: HMAC-SHA256, keyed with the
+/// credentials' fingerprint key, over the configuration and the secret values (each field
+/// length-prefixed). `env` reads the daemon's environment.
 pub fn resolve(
     config: &ServerConfig,
     env: &dyn Fn(&str) -> Option<String>,
     creds: &Credentials,
 ) -> Result<ResolvedServer, SettingsError> {
     let name = &config.name;
-    let mut secret_hash = Sha256::new();
+    let mut mac = creds.key.mac();
+    mac.update_field(FINGERPRINT_LABEL);
+    mac.update_field(&serde_json::to_vec(config).unwrap_or_default());
     let transport = match &config.transport {
         TransportConfig::Stdio {
             command,
@@ -553,10 +662,8 @@ pub fn resolve(
             }
             for (k, r) in named {
                 let v = lookup(name, r, env, creds)?;
-                secret_hash.update(k.as_bytes());
-                secret_hash.update([0]);
-                secret_hash.update(v.expose().as_bytes());
-                secret_hash.update([0]);
+                mac.update_field(k.as_bytes());
+                mac.update_field(v.expose().as_bytes());
                 full.insert(k.clone(), v);
             }
             ResolvedTransport::Stdio {
@@ -575,9 +682,9 @@ pub fn resolve(
             let mut hs = Vec::new();
             if let Some(r) = bearer_token {
                 let v = lookup(name, r, env, creds)?;
-                secret_hash.update(b"authorization\0");
-                secret_hash.update(v.expose().as_bytes());
-                secret_hash.update([0]);
+                // Not a header name: a header cannot be mistaken for the bearer token.
+                mac.update_field(b"\0bearer");
+                mac.update_field(v.expose().as_bytes());
                 hs.push((
                     "Authorization".to_owned(),
                     Secret(format!("Bearer {}", v.expose())),
@@ -585,22 +692,17 @@ pub fn resolve(
             }
             for (k, r) in headers {
                 let v = lookup(name, r, env, creds)?;
-                secret_hash.update(k.as_bytes());
-                secret_hash.update([0]);
-                secret_hash.update(v.expose().as_bytes());
-                secret_hash.update([0]);
+                mac.update_field(k.as_bytes());
+                mac.update_field(v.expose().as_bytes());
                 hs.push((k.clone(), v));
             }
             ResolvedTransport::Http { url, headers: hs }
         }
     };
-    let mut h = Sha256::new();
-    h.update(serde_json::to_vec(config).unwrap_or_default());
-    h.update(secret_hash.finalize());
     Ok(ResolvedServer {
         config: config.clone(),
         transport,
-        fingerprint: hex::encode(h.finalize()),
+        fingerprint: hex::encode(mac.finalize()),
     })
 }
 
@@ -608,6 +710,7 @@ pub fn resolve(
 mod tests {
     use super::*;
     use serde_json::json;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn parses_the_seed_example() {
@@ -674,5 +777,153 @@ mod tests {
         )
         .unwrap();
         assert_ne!(r.fingerprint, r2.fingerprint);
+    }
+    /// Someone holding the database (fingerprints) and the configuration but not the key
+    /// must not be able to test guesses of a secret offline: the fingerprint is not a plain
+    /// hash of the configuration and the secret.
+    #[test]
+    fn a_fingerprint_cannot_be_recomputed_from_the_configuration_and_a_guess() {
+        let v =
+            json!({"servers": {"docs": {"type":"stdio","command":"x","env":{"T":{"env":"V"}}}}});
+        let s = parse_mcp(Some(&v)).unwrap();
+        let r = resolve(
+            &s.servers[0],
+            &|k| (k == "V").then(|| "1234".to_owned()),
+            &Credentials::default(),
+        )
+        .unwrap();
+        // The unsalted construction: SHA-256(config JSON || SHA-256(name 0 value 0)).
+        for guess in ["0000", "1234", "9999"] {
+            let mut inner = Sha256::new();
+            inner.update(b"T\0");
+            inner.update(guess.as_bytes());
+            inner.update([0]);
+            let mut h = Sha256::new();
+            h.update(serde_json::to_vec(&s.servers[0]).unwrap());
+            h.update(inner.finalize());
+            assert_ne!(hex::encode(h.finalize()), r.fingerprint, "guessed {guess}");
+        }
+    }
+
+    #[test]
+    fn an_empty_extensions_json_is_an_error_and_a_missing_one_is_no_settings() {
+        let d = tempfile::tempdir().unwrap();
+        let ext = ExtensionsFile::load(d.path()).unwrap();
+        assert!(ext.raw.is_empty());
+        for empty in ["", "  \n\t \r\n"] {
+            std::fs::write(extensions_path(d.path()), empty).unwrap();
+            let err = ExtensionsFile::load(d.path()).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                msg.contains("extensions.json is empty; write {} for no settings"),
+                "{msg}"
+            );
+        }
+        std::fs::write(extensions_path(d.path()), "{}").unwrap();
+        assert!(ExtensionsFile::load(d.path()).unwrap().raw.is_empty());
+    }
+
+    #[test]
+    fn creds_json_that_others_can_read_is_refused_without_reading_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = creds_path(d.path());
+        std::fs::write(&p, r#"{"mcp": {"docs": {"token": "s3cret-value"}}}"#).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = Credentials::load(d.path()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&p.display().to_string())
+                && msg.contains("0644")
+                && msg.contains(&format!("chmod 600 {}", p.display())),
+            "{msg}"
+        );
+        assert!(!msg.contains("s3cret-value") && !format!("{err:?}").contains("s3cret-value"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let creds = Credentials::load(d.path()).unwrap();
+        assert_eq!(creds.stored("docs", "token"), Some("s3cret-value"));
+        assert!(!format!("{creds:?}").contains("s3cret-value"), "{creds:?}");
+    }
+    #[test]
+    fn fingerprints_are_keyed() {
+        use crate::store::fingerprint::FingerprintKey;
+        let v = json!({"servers": {
+            "docs": {"type":"stdio","command":"x","env":{"T":{"env":"V"}}},
+            "web": {"type":"http","url":"https://example.com/mcp","bearerTokenEnvVar":"V"}}});
+        let s = parse_mcp(Some(&v)).unwrap();
+        let env = |k: &str| (k == "V").then(|| "1234".to_owned());
+        let key = |b: u8| {
+            Credentials::default().with_fingerprint_key(FingerprintKey::from_bytes([b; 32]))
+        };
+        for server in &s.servers {
+            let a1 = resolve(server, &env, &key(1)).unwrap().fingerprint;
+            let a2 = resolve(server, &env, &key(1)).unwrap().fingerprint;
+            let b = resolve(server, &env, &key(2)).unwrap().fingerprint;
+            assert_eq!(a1, a2, "the same key, the same fingerprint");
+            assert_ne!(a1, b, "another key, another fingerprint");
+            assert_eq!(a1.len(), 64);
+        }
+        // A bearer token and a header of the same value are different configurations.
+        let h = json!({"servers": {"web": {"type":"http","url":"https://example.com/mcp",
+                                           "headers": {"authorization": {"env": "V"}}}}});
+        let h = parse_mcp(Some(&h)).unwrap();
+        assert_ne!(
+            resolve(&h.servers[0], &env, &key(1)).unwrap().fingerprint,
+            resolve(&s.servers[1], &env, &key(1)).unwrap().fingerprint
+        );
+    }
+
+    #[test]
+    fn stored_secrets_come_from_creds_json() {
+        let v = json!({"servers": {"docs": {"type":"stdio","command":"x",
+            "env":{"TOKEN":{"secret":"token"},"OTHER":{"env":"V"}}}}});
+        let s = parse_mcp(Some(&v)).unwrap();
+        let creds = Credentials {
+            raw: json!({"mcp": {"docs": {"token": "st0red-value"}}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            ..Default::default()
+        };
+        let env = |k: &str| (k == "V").then(|| "from-env".to_owned());
+        let r = resolve(&s.servers[0], &env, &creds).unwrap();
+        let ResolvedTransport::Stdio { env: full, .. } = &r.transport else {
+            panic!("stdio")
+        };
+        assert_eq!(full["TOKEN"].expose(), "st0red-value");
+        assert_eq!(full["OTHER"].expose(), "from-env");
+        assert!(!format!("{r:?} {creds:?}").contains("st0red-value"));
+        // Another stored value is another fingerprint.
+        let rotated = Credentials {
+            raw: json!({"mcp": {"docs": {"token": "rotated"}}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            ..Default::default()
+        };
+        assert_ne!(
+            resolve(&s.servers[0], &env, &rotated).unwrap().fingerprint,
+            r.fingerprint
+        );
+        // Missing: the error names the key and the server, never a value.
+        let other = Credentials {
+            raw: json!({"mcp": {"docs": {"nottoken": "st0red-value"}}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            ..Default::default()
+        };
+        let err = resolve(&s.servers[0], &env, &other)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"token\"") && err.contains("docs") && err.contains("creds.json"),
+            "{err}"
+        );
+        assert!(!err.contains("st0red-value"), "{err}");
+        // An empty name is refused when the settings are read.
+        let empty = json!({"servers": {"docs": {"type":"stdio","command":"x",
+            "env":{"TOKEN":{"secret":""}}}}});
+        assert!(parse_mcp(Some(&empty)).is_err());
     }
 }

@@ -1,15 +1,20 @@
 //! Transports: how JSON-RPC messages reach a server and come back. `stdio` runs the server as
 //! a child process behind our launcher; `http` posts each message and reads JSON or SSE.
 //!
-//! Owns: processes, sockets, framing, SSE, resumption, listening streams. Must not touch:
-//! actors, the HTTP API, storage. The client core (`crate::client`) drives a transport through
-//! the [`Transport`] trait and receives everything through an [`InboundSink`].
+//! Owns: processes, sockets, framing, SSE, resumption, listening streams, and the bounds kept
+//! against a server before anything reaches the client core (`gate`: the rate of its
+//! requests; `text`: its text in our errors; caps on ids, queues and batches in each
+//! transport). Must not touch: actors, the HTTP API, storage. The client core
+//! (`crate::client`) drives a transport through the [`Transport`] trait and receives
+//! everything through an [`InboundSink`].
 
+pub mod gate;
 pub mod http;
 pub mod launcher;
 pub mod sse;
 pub mod stdio;
 pub mod tcp;
+pub mod text;
 pub mod tls;
 
 use crate::protocol::{ErrorObject, Message, ProtocolVersion, RequestId};
@@ -110,6 +115,10 @@ pub enum TransportError {
     TooLarge(String),
     #[error("protocol error from the server: {0}")]
     Protocol(String),
+    /// The server went past a bound kept against it (a flood of requests, more of our answers
+    /// queued than it reads); the connection is closed. Requests in flight may have run.
+    #[error("the connection was closed: {0}")]
+    Overrun(String),
 }
 
 fn detail_suffix(d: &str) -> String {
@@ -123,6 +132,9 @@ fn detail_suffix(d: &str) -> String {
 impl TransportError {
     /// Whether the message may have reached the server (the outcome of a call is unknown).
     pub fn maybe_delivered(&self) -> bool {
-        matches!(self, TransportError::Lost(_) | TransportError::Protocol(_))
+        matches!(
+            self,
+            TransportError::Lost(_) | TransportError::Protocol(_) | TransportError::Overrun(_)
+        )
     }
 }

@@ -7,7 +7,9 @@
 //! Owns: the partial line and the partial event of one stream, and a size cap on an event.
 //! An event that grows past the cap is refused once ([`SseItem::Oversized`]) and the rest of
 //! it is skipped up to its end, so memory stays bounded whatever the server sends; the
-//! parser then carries on with the next event.
+//! parser then carries on with the next event. An `id` longer than 256 bytes is never kept:
+//! it is reported ([`SseItem::OversizedId`]) and the rest of its line is skipped as it comes,
+//! so a stream's last event id (what a resumption sends back) stays short.
 
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -31,7 +33,15 @@ pub enum SseItem {
     Event(SseEvent),
     /// An event grew past the size cap; it was dropped. Its size so far is given.
     Oversized(usize),
+    /// An `id` field longer than [`MAX_EVENT_ID_BYTES`]; it was not kept (nor taken as the
+    /// last event id). Its length (so far, when cut while read) is given.
+    OversizedId(usize),
 }
+
+/// The longest event id kept (256 bytes).
+pub const MAX_EVENT_ID_BYTES: usize = 256;
+/// An `id` line longer than this (`id: ` and the id) is cut while it is read.
+const MAX_ID_LINE: usize = MAX_EVENT_ID_BYTES + 4;
 
 /// The incremental parser. Feed it chunks with [`SseParser::feed`], take items with
 /// [`SseParser::next_item`].
@@ -47,6 +57,8 @@ pub struct SseParser {
     bom_seen: usize,
     /// Skipping the rest of an oversized event: whether the current line has content.
     skipping: Option<bool>,
+    /// The current line is an `id` over the cap: its length so far (the rest is skipped).
+    long_id: Option<usize>,
     // The event being built.
     data: BytesMut,
     has_data: bool,
@@ -72,6 +84,7 @@ impl SseParser {
             at_start: true,
             bom_seen: 0,
             skipping: None,
+            long_id: None,
             data: BytesMut::new(),
             has_data: false,
             event_id: None,
@@ -157,6 +170,10 @@ impl SseParser {
             *has_content = true;
             return;
         }
+        if let Some(n) = self.long_id.as_mut() {
+            *n = n.saturating_add(part.len());
+            return;
+        }
         let size = self.data.len() + self.line.len() + part.len();
         // The line still holds its field name: allow for it; the data check is exact.
         if size > self.max_event.saturating_add(LINE_SLACK) {
@@ -167,6 +184,11 @@ impl SseParser {
             return;
         }
         self.line.extend_from_slice(part);
+        if self.line.len() > MAX_ID_LINE && self.line.starts_with(b"id:") {
+            let space = usize::from(self.line.get(3) == Some(&b' '));
+            self.long_id = Some(self.line.len() - 3 - space);
+            self.line = BytesMut::new();
+        }
     }
 
     fn start_skipping(&mut self, size: usize) {
@@ -187,6 +209,10 @@ impl SseParser {
                 // An empty line: the oversized event is over.
                 self.skipping = None;
             }
+            return;
+        }
+        if let Some(n) = self.long_id.take() {
+            self.ready.push_back(SseItem::OversizedId(n));
             return;
         }
         let mut line = self.line.split();
@@ -224,6 +250,9 @@ impl SseParser {
                     self.data = line;
                 }
                 self.has_data = true;
+            }
+            b"id" if value.len() > MAX_EVENT_ID_BYTES => {
+                self.ready.push_back(SseItem::OversizedId(value.len()));
             }
             b"id" if !value.contains(&0) => {
                 let id = String::from_utf8_lossy(value).into_owned();
@@ -430,5 +459,53 @@ mod tests {
         assert_eq!(all(&mut p), vec![ev(None, "012345678901234")]);
         p.feed(b"data: 0123456789012345\n\n");
         assert!(matches!(all(&mut p)[..], [SseItem::Oversized(_)]));
+    }
+
+    #[test]
+    fn an_id_over_256_bytes_is_reported_and_never_kept() {
+        let long = "i".repeat(MAX_EVENT_ID_BYTES + 1);
+        let exact = "e".repeat(MAX_EVENT_ID_BYTES);
+        let input =
+            format!("id: {exact}\ndata: a\n\nid: {long}\ndata: b\n\nid:{long}\ndata: c\n\n");
+        for piece in [1, 7, 300, 5000] {
+            let (items, p) = parse_in_pieces(input.as_bytes(), piece);
+            assert_eq!(items.len(), 5, "piece {piece}: {items:?}");
+            assert_eq!(items[0], ev(Some(&exact), "a"));
+            assert_eq!(items[1], SseItem::OversizedId(MAX_EVENT_ID_BYTES + 1));
+            assert_eq!(items[2], ev(None, "b"));
+            assert!(
+                matches!(items[3], SseItem::OversizedId(_)),
+                "{:?}",
+                items[3]
+            );
+            assert_eq!(items[4], ev(None, "c"));
+            assert_eq!(
+                p.last_event_id(),
+                Some(exact.as_str()),
+                "the long ids were not kept"
+            );
+        }
+    }
+
+    #[test]
+    fn a_1_mib_id_line_is_never_buffered() {
+        let mut p = SseParser::new(16 << 20);
+        p.feed(b"id: ");
+        for _ in 0..1024 {
+            p.feed(&[b'x'; 1024]);
+            assert!(
+                p.line.capacity() <= 4096,
+                "the line grew to {}",
+                p.line.capacity()
+            );
+        }
+        p.feed(b"\ndata: after\n\n");
+        let items = all(&mut p);
+        assert!(
+            matches!(items[0], SseItem::OversizedId(n) if n == 1 << 20),
+            "{items:?}"
+        );
+        assert_eq!(items[1], ev(None, "after"));
+        assert_eq!(p.last_event_id(), None);
     }
 }

@@ -4,20 +4,38 @@
 //!
 //! Owns: the launcher process, the server's stdin and stdout, the control pipe. Closing
 //! drops stdin and the control pipe together; the launcher runs the EOF, SIGTERM, SIGKILL
-//! sequence. A line over 16 MiB, a line that is not JSON-RPC, or a response nobody waits for
-//! is logged and counted, never fatal.
+//! sequence. A line over 16 MiB, a line that is not JSON-RPC, a response whose string id is
+//! over 256 bytes (it cannot answer any request of ours, whose ids are numbers), a JSON-RPC
+//! batch from a server that did not negotiate 2025-03-26, or a response nobody waits for is
+//! logged and counted, never fatal.
+//!
+//! Bounds against the server: at most 32 MiB of messages wait for its stdin (a server that
+//! stops reading while it sends requests would otherwise grow our queue of answers without
+//! end); past it the connection is closed at once (the pending write abandoned, the launcher
+//! told to end the server) and the requests in flight end with an unknown outcome. Its
+//! requests go through [`super::gate`] (100/s, burst 200; a flood closes the connection).
 
+use super::gate::{Admit, RequestLimiter};
+use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
-use crate::protocol::jsonrpc::MAX_MESSAGE_BYTES;
+use crate::protocol::era::ProtocolVersion;
+use crate::protocol::jsonrpc::{self, Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
+use crate::store::settings::Secret;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdout, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
+
+/// The longest launch error kept (the launcher's own words, with the command's).
+const LAUNCH_ERROR_CHARS: usize = 500;
+
+/// The most bytes of messages that may wait for the server's stdin (32 MiB).
+pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 
 /// Everything needed to start one stdio server.
 #[derive(Debug, Clone)]
@@ -27,8 +45,9 @@ pub struct StdioSpec {
     pub command: String,
     pub args: Vec<String>,
     pub cwd: Option<PathBuf>,
-    /// The complete environment of the server.
-    pub env: BTreeMap<String, String>,
+    /// The complete environment of the server. The values are secrets: their `Debug` never
+    /// shows them, and they are exposed only to the process being spawned.
+    pub env: BTreeMap<String, Secret>,
 }
 
 /// Counters of what the server sent that was not usable.
@@ -36,13 +55,67 @@ pub struct StdioSpec {
 pub struct StdioStats {
     pub malformed_lines: AtomicU64,
     pub oversized_lines: AtomicU64,
+    /// Responses whose string id is over 256 bytes, ignored.
+    pub oversized_ids: AtomicU64,
+    /// JSON-RPC batches from a server that did not negotiate 2025-03-26, ignored.
+    pub batches_refused: AtomicU64,
+    /// Server requests over the rate limit, dropped without an answer.
+    pub requests_dropped: AtomicU64,
+    /// Warnings about what the server sent (it is untrusted: 10 a minute).
+    pub log_limit: crate::protocol::text::LogLimiter,
 }
 
 pub struct StdioTransport {
-    writer: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
-    control: Mutex<Option<OwnedFd>>,
+    link: Arc<Link>,
     pid: Option<u32>,
     pub stats: Arc<StdioStats>,
+}
+
+/// What the handle and the reader share.
+struct Link {
+    writer: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
+    control: Mutex<Option<OwnedFd>>,
+    queue: Arc<WriteQueue>,
+    /// The server negotiated 2025-03-26, the one version that may send batches.
+    batches: AtomicBool,
+    /// Closed for going past a bound: the reader stops and its own `Closed` is not sent.
+    overran: AtomicBool,
+    sink: Arc<dyn InboundSink>,
+    stats: Arc<StdioStats>,
+}
+
+/// What the writer task shares (not the link itself: the link holds the queue's sender).
+#[derive(Default)]
+struct WriteQueue {
+    /// Bytes queued (or being written) for the server's stdin.
+    bytes: AtomicUsize,
+    /// Abandon the write under way and stop.
+    abort: Notify,
+}
+
+impl Link {
+    fn close(&self) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.take();
+        }
+        if let Ok(mut c) = self.control.lock() {
+            c.take();
+        }
+    }
+
+    /// Close the connection for going past a bound: the requests in flight end with an
+    /// unknown outcome (`Overrun`), the pending write is abandoned, the launcher ends the
+    /// server.
+    fn overrun(&self, reason: &str) {
+        if self.overran.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::warn!(reason, "closing the connection to the stdio server");
+        self.close();
+        self.queue.abort.notify_one();
+        self.sink
+            .deliver(Inbound::Closed(TransportError::Overrun(reason.to_owned())));
+    }
 }
 
 /// Find the launcher: `ALBEDO_MCP_LAUNCHER`, else this executable when it is albedo-mcp.
@@ -100,7 +173,8 @@ impl StdioTransport {
             .arg("--")
             .arg(&spec.command)
             .args(&spec.args);
-        cmd.env_clear().envs(&spec.env);
+        cmd.env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v.expose())));
         cmd.env(
             super::launcher::CONTROL_FD_ENV,
             ctl_read.as_raw_fd().to_string(),
@@ -147,8 +221,11 @@ impl StdioTransport {
         };
         let stats = Arc::new(StdioStats::default());
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        let queue = Arc::new(WriteQueue::default());
 
-        // Writer: batch whatever is queued, then flush.
+        // Writer: batch whatever is queued, then flush; give the bytes back to the queue's
+        // count once written.
+        let wq = queue.clone();
         tokio::spawn(async move {
             let mut buf = Vec::with_capacity(8192);
             while let Some(first) = rx.recv().await {
@@ -164,11 +241,23 @@ impl StdioTransport {
                         Err(_) => break,
                     }
                 }
-                if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
+                let written = tokio::select! {
+                    biased;
+                    _ = wq.abort.notified() => false,
+                    r = async {
+                        stdin.write_all(&buf).await?;
+                        stdin.flush().await
+                    } => r.is_ok(),
+                };
+                wq.bytes.fetch_sub(buf.len(), Ordering::AcqRel);
+                if !written {
                     break;
                 }
+                if buf.capacity() > 4 << 20 {
+                    buf = Vec::with_capacity(8192);
+                }
             }
-            // Dropping stdin here closes the server's input.
+            // Dropping stdin here closes the server's input; dropping `rx` what was queued.
         });
 
         // Launcher errors (a command that cannot start) arrive on its stderr; the server's own
@@ -180,14 +269,23 @@ impl StdioTransport {
                 let mut s = String::new();
                 let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut s).await;
                 if let Ok(mut g) = le.lock() {
-                    *g = s.chars().take(500).collect();
+                    *g = error_text(&s, &[], LAUNCH_ERROR_CHARS);
                 }
             });
         }
 
-        let rstats = stats.clone();
+        let link = Arc::new(Link {
+            writer: Mutex::new(Some(tx)),
+            control: Mutex::new(Some(ctl_write)),
+            queue,
+            batches: AtomicBool::new(false),
+            overran: AtomicBool::new(false),
+            sink: sink.clone(),
+            stats: stats.clone(),
+        });
+        let rlink = link.clone();
         tokio::spawn(async move {
-            read_loop(stdout, sink.as_ref(), &rstats).await;
+            read_loop(stdout, &rlink).await;
             let status = tokio::time::timeout(std::time::Duration::from_millis(200), child.wait())
                 .await
                 .ok()
@@ -207,17 +305,15 @@ impl StdioTransport {
                 }
                 (None, _) => TransportError::Lost("the server closed its output".to_owned()),
             };
-            sink.deliver(Inbound::Closed(error));
+            if !rlink.overran.load(Ordering::Acquire) {
+                sink.deliver(Inbound::Closed(error));
+            }
+            drop(rlink);
             // Reap the launcher whenever it ends.
             let _ = child.wait().await;
         });
 
-        Ok(Arc::new(StdioTransport {
-            writer: Mutex::new(Some(tx)),
-            control: Mutex::new(Some(ctl_write)),
-            pid,
-            stats,
-        }))
+        Ok(Arc::new(StdioTransport { link, pid, stats }))
     }
 
     /// The launcher's process id.
@@ -226,7 +322,9 @@ impl StdioTransport {
     }
 }
 
-async fn read_loop(stdout: ChildStdout, sink: &dyn InboundSink, stats: &StdioStats) {
+async fn read_loop(stdout: ChildStdout, link: &Link) {
+    let stats = link.stats.as_ref();
+    let mut limiter = RequestLimiter::default();
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = BytesMut::new();
     let mut skipping = false;
@@ -257,10 +355,13 @@ async fn read_loop(stdout: ChildStdout, sink: &dyn InboundSink, stats: &StdioSta
         reader.consume(used);
         if !skipping && line.len() > MAX_MESSAGE_BYTES {
             stats.oversized_lines.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                limit = MAX_MESSAGE_BYTES,
-                "a line from the server is over the 16 MiB limit; it is dropped"
-            );
+            if let Some(left_out) = stats.log_limit.allow() {
+                tracing::warn!(
+                    limit = MAX_MESSAGE_BYTES,
+                    left_out,
+                    "a line from the server is over the 16 MiB limit; it is dropped"
+                );
+            }
             skipping = true;
             line = BytesMut::new();
         }
@@ -270,7 +371,10 @@ async fn read_loop(stdout: ChildStdout, sink: &dyn InboundSink, stats: &StdioSta
                 continue;
             }
             let bytes = line.split().freeze();
-            handle_line(&bytes, sink, stats);
+            handle_line(&bytes, link, &mut limiter);
+            if link.overran.load(Ordering::Acquire) {
+                return; // closed: stop reading (the server's writes now fail)
+            }
             if line.capacity() > 1 << 20 {
                 line = BytesMut::new();
             }
@@ -278,20 +382,66 @@ async fn read_loop(stdout: ChildStdout, sink: &dyn InboundSink, stats: &StdioSta
     }
 }
 
-fn handle_line(bytes: &[u8], sink: &dyn InboundSink, stats: &StdioStats) {
+fn handle_line(bytes: &[u8], link: &Link, limiter: &mut RequestLimiter) {
+    let stats = link.stats.as_ref();
     let trimmed = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     if trimmed.iter().all(u8::is_ascii_whitespace) {
         return;
     }
-    match crate::protocol::jsonrpc::parse_batch(trimmed) {
+    if jsonrpc::is_batch(trimmed) && !link.batches.load(Ordering::Acquire) {
+        stats.batches_refused.fetch_add(1, Ordering::Relaxed);
+        if let Some(left_out) = stats.log_limit.allow() {
+            tracing::warn!(
+                left_out,
+                "ignored a JSON-RPC batch: only a server that negotiated {} may send batches",
+                jsonrpc::BATCH_VERSION
+            );
+        }
+        return;
+    }
+    match jsonrpc::parse_batch(trimmed) {
         Ok(msgs) => {
             for m in msgs {
-                sink.deliver(Inbound::Message(m));
+                if link.overran.load(Ordering::Acquire) {
+                    return; // closed meanwhile (our answers overflowed): the rest goes nowhere
+                }
+                match &m {
+                    Message::Response { id, .. } if id.oversized_for_response() => {
+                        stats.oversized_ids.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(
+                            limit = MAX_RESPONSE_ID_BYTES,
+                            "ignored a response whose id is too long to answer any request"
+                        );
+                        continue;
+                    }
+                    Message::Request { .. } => match limiter.admit() {
+                        Admit::Deliver => {}
+                        Admit::Drop => {
+                            let n = stats.requests_dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                            if n.is_power_of_two() {
+                                tracing::warn!(
+                                    dropped = n,
+                                    "the server's requests are over the rate limit; dropped without an answer"
+                                );
+                            }
+                            continue;
+                        }
+                        Admit::Flood => {
+                            stats.requests_dropped.fetch_add(1, Ordering::Relaxed);
+                            link.overrun(&RequestLimiter::flood_reason());
+                            return;
+                        }
+                    },
+                    _ => {}
+                }
+                link.sink.deliver(Inbound::Message(m));
             }
         }
         Err(e) => {
             stats.malformed_lines.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, "ignored a line from the server that is not JSON-RPC");
+            if let Some(left_out) = stats.log_limit.allow() {
+                tracing::warn!(error = %e, left_out, "ignored a line from the server that is not JSON-RPC");
+            }
         }
     }
 }
@@ -308,15 +458,31 @@ impl Transport for StdioTransport {
                 msg.body.len()
             )));
         }
-        let guard = self
+        let tx = self
+            .link
             .writer
             .lock()
-            .map_err(|_| TransportError::Closed("writer lock poisoned".into()))?;
-        let tx = guard
+            .map_err(|_| TransportError::Closed("writer lock poisoned".into()))?
             .as_ref()
+            .cloned()
             .ok_or_else(|| TransportError::Closed("the connection was closed".into()))?;
-        tx.send(msg.body)
-            .map_err(|_| TransportError::Closed("the server's input is closed".into()))?;
+        let n = msg.body.len() + 1;
+        let bytes = &self.link.queue.bytes;
+        if bytes.fetch_add(n, Ordering::AcqRel) + n > MAX_QUEUED_BYTES {
+            bytes.fetch_sub(n, Ordering::AcqRel);
+            let reason = format!(
+                "the server does not read its input: over {} MiB of messages are queued for it",
+                MAX_QUEUED_BYTES >> 20
+            );
+            self.link.overrun(&reason);
+            return Err(TransportError::Overrun(reason));
+        }
+        if tx.send(msg.body).is_err() {
+            bytes.fetch_sub(n, Ordering::AcqRel);
+            return Err(TransportError::Closed(
+                "the server's input is closed".into(),
+            ));
+        }
         if let (OutKind::Notification { .. }, Some(ack)) = (&msg.kind, msg.ack) {
             let _ = ack.send(Ok(()));
         }
@@ -324,17 +490,28 @@ impl Transport for StdioTransport {
     }
 
     fn ignored_messages(&self) -> u64 {
-        self.stats.malformed_lines.load(Ordering::Relaxed)
-            + self.stats.oversized_lines.load(Ordering::Relaxed)
+        let s = &self.stats;
+        [
+            &s.malformed_lines,
+            &s.oversized_lines,
+            &s.oversized_ids,
+            &s.batches_refused,
+            &s.requests_dropped,
+        ]
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .sum()
+    }
+
+    fn negotiated(&self, version: &ProtocolVersion) {
+        self.link.batches.store(
+            jsonrpc::batches_allowed(Some(&version.version)),
+            Ordering::Release,
+        );
     }
 
     fn close(&self) {
-        if let Ok(mut w) = self.writer.lock() {
-            w.take();
-        }
-        if let Ok(mut c) = self.control.lock() {
-            c.take();
-        }
+        self.link.close();
     }
 }
 

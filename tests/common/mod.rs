@@ -75,8 +75,6 @@ pub struct Daemon {
     pub child: Option<Child>,
     pub base: String,
     pub home: tempfile::TempDir,
-    /// Its API token (sent as `Authorization: Bearer` by every helper below).
-    pub token: String,
 }
 
 impl Daemon {
@@ -124,18 +122,35 @@ impl Daemon {
             assert!(Instant::now() < deadline, "the daemon did not start");
             std::thread::sleep(Duration::from_millis(20));
         };
-        let token = home_token(home.path());
         Daemon {
             child: Some(child),
             base: format!("http://{addr}"),
             home,
-            token,
         }
+    }
+
+    /// The daemon's `$ALBEDO_HOME`: `home`, unless the process was given another one (a test
+    /// that keeps its log elsewhere), read from its environment.
+    pub fn albedo_home(&self) -> PathBuf {
+        let from_env = std::fs::read(format!("/proc/{}/environ", self.pid()))
+            .ok()
+            .and_then(|env| {
+                env.split(|&b| b == 0)
+                    .find_map(|kv| kv.strip_prefix(b"ALBEDO_HOME="))
+                    .map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))
+            });
+        from_env.unwrap_or_else(|| self.home.path().to_path_buf())
+    }
+
+    /// Its API token as its home holds it now (every helper below sends it as
+    /// `Authorization: Bearer`).
+    pub fn token(&self) -> String {
+        home_token(&self.albedo_home())
     }
 
     /// The `Authorization` header's value for this daemon.
     pub fn bearer(&self) -> String {
-        format!("Bearer {}", self.token)
+        format!("Bearer {}", self.token())
     }
 
     /// A request to this daemon with its token.
@@ -547,4 +562,18 @@ fn make_certs_with_openssl(dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
             dir.join("server.key"),
         )
     })
+}
+
+/// A `--tools-json` file in `dir` whose catalogue is about 9.6 MiB, over the 8 MiB limit:
+/// 200 tools with 48 KiB descriptions (each line stays under the 16 MiB message cap).
+pub fn oversized_tools_json(dir: &Path) -> PathBuf {
+    let big = dir.join("tools.json");
+    let tools: Vec<Value> = (0..200)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "description": "d".repeat(48 * 1024),
+                   "inputSchema": {"type": "object"}})
+        })
+        .collect();
+    std::fs::write(&big, serde_json::to_vec(&tools).unwrap()).unwrap();
+    big
 }

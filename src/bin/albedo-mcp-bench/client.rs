@@ -6,6 +6,7 @@
 
 use crate::measure::{self, LevelRun};
 use albedo_mcp::client::{discovery, handshake, McpClient};
+use albedo_mcp::store::settings::Secret;
 use albedo_mcp::transport::http::{HttpSpec, HttpTransport};
 use albedo_mcp::transport::stdio::{StdioSpec, StdioTransport};
 use albedo_mcp::transport::{tls, SharedTransport};
@@ -105,7 +106,7 @@ async fn drive(job: Value) -> Value {
             let mut env = BTreeMap::new();
             for k in ["HOME", "PATH", "TMPDIR"] {
                 if let Ok(v) = std::env::var(k) {
-                    env.insert(k.to_owned(), v);
+                    env.insert(k.to_owned(), Secret::new(v));
                 }
             }
             let spec = StdioSpec {

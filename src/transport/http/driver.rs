@@ -1,0 +1,212 @@
+//! The driver: the state of one HTTP transport on its arbiter's thread (`Ctx`: the awc
+//! client, the endpoint, configured headers, the negotiated version, the request workers and
+//! the listener), the command loop that spawns a worker per message (our answers to the
+//! server's requests go to `replies` instead), the shutdown (`DELETE` of the session), and
+//! closing the connection when the server goes past a bound (`Ctx::overrun`).
+//!
+//! Owns: `Ctx`, the command loop, shutdown, overrun. Must not touch: what a POST or a stream reads
+//! (`post`, `stream`, `resume`, `listen`), nor how messages reach the client core (`inbound`).
+
+use super::inbound::Seen;
+use super::listen::start_listener;
+use super::post::post;
+use super::replies::{queue_reply, Replies};
+use super::session::send_error;
+use super::{Cmd, HttpOptions, ListenState, Shared, PROTOCOL_HEADER, SESSION_HEADER};
+use crate::protocol::era::{Era, ProtocolVersion};
+use crate::protocol::jsonrpc::{self, RequestId};
+use crate::transport::gate::RequestLimiter;
+use crate::transport::{Inbound, InboundSink, OutKind, TransportError};
+use awc::http::header::{HeaderName, HeaderValue};
+use awc::http::{Method, StatusCode, Uri};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// The driver's state, on the arbiter's thread.
+pub(super) struct Ctx {
+    pub(super) client: awc::Client,
+    pub(super) uri: Uri,
+    pub(super) headers: Vec<(HeaderName, HeaderValue)>,
+    pub(super) secrets: Vec<String>,
+    pub(super) sink: Arc<dyn InboundSink>,
+    pub(super) opts: HttpOptions,
+    pub(super) shared: Arc<Shared>,
+    pub(super) protocol: RefCell<Option<ProtocolVersion>>,
+    /// Request workers by request id, with a token so a worker removes only itself.
+    pub(super) workers: RefCell<HashMap<RequestId, (u64, JoinHandle<()>)>>,
+    pub(super) next_token: Cell<u64>,
+    pub(super) listener: RefCell<Option<JoinHandle<()>>>,
+    pub(super) seen: RefCell<Seen>,
+    /// How many of the server's requests are answered (`inbound`).
+    pub(super) limiter: RefCell<RequestLimiter>,
+    /// Our answers waiting to be POSTed (`replies`).
+    pub(super) replies: RefCell<Replies>,
+    /// The session ended (its `Closed` was delivered).
+    pub(super) ended: Cell<bool>,
+}
+
+impl Ctx {
+    pub(super) fn legacy(&self) -> bool {
+        matches!(&*self.protocol.borrow(), Some(p) if p.era == Era::Legacy)
+    }
+
+    pub(super) fn legacy_version(&self) -> Option<String> {
+        match &*self.protocol.borrow() {
+            Some(p) if p.era == Era::Legacy => Some(p.version.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the server may send JSON-RPC batches: it negotiated 2025-03-26.
+    pub(super) fn batches_allowed(&self) -> bool {
+        jsonrpc::batches_allowed(self.protocol.borrow().as_ref().map(|p| p.version.as_str()))
+    }
+
+    /// The server went past a bound kept against it: close the connection (the requests in
+    /// flight end with an unknown outcome; the session is deleted when the handle goes).
+    pub(super) fn overrun(&self, reason: &str) {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::warn!(reason, "closing the connection to the HTTP server");
+        self.shared.close_with(reason);
+        if let Some(h) = self.listener.borrow_mut().take() {
+            h.abort();
+        }
+        self.shared.set_listen(ListenState::Closed);
+        self.replies.borrow_mut().clear();
+        self.deliver(Inbound::Closed(TransportError::Overrun(reason.to_owned())));
+        let workers: Vec<_> = self.workers.borrow_mut().drain().collect();
+        for (_, (_, h)) in workers {
+            h.abort();
+        }
+    }
+
+    /// A request with the configured headers, the session id and (legacy era) the version.
+    pub(super) fn request(&self, method: Method, session: Option<&str>) -> awc::ClientRequest {
+        let mut req = self.client.request(method, self.uri.clone());
+        for (n, v) in &self.headers {
+            req = req.insert_header((n.clone(), v.clone()));
+        }
+        if let Some(s) = session {
+            req = req.insert_header((SESSION_HEADER, s));
+        }
+        if let Some(v) = self.legacy_version() {
+            req = req.insert_header((PROTOCOL_HEADER, v));
+        }
+        req
+    }
+
+    pub(super) fn deliver(&self, ev: Inbound) {
+        self.sink.deliver(ev);
+    }
+
+    pub(super) fn remove_worker(&self, id: &RequestId, token: u64) {
+        let mut w = self.workers.borrow_mut();
+        if matches!(w.get(id), Some((t, _)) if *t == token) {
+            w.remove(id);
+        }
+    }
+}
+
+pub(super) async fn drive(ctx: Rc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Cmd::Send(out) => {
+                if ctx.shared.closed.load(Ordering::Acquire) {
+                    if let Some(ack) = out.ack {
+                        let _ = ack.send(Err(TransportError::Closed(
+                            "the connection was closed".into(),
+                        )));
+                    }
+                    continue;
+                }
+                if matches!(out.kind, OutKind::Response) {
+                    queue_reply(&ctx, out);
+                    continue;
+                }
+                let request_id = match &out.kind {
+                    OutKind::Request { id, .. } => Some(id.clone()),
+                    _ => None,
+                };
+                let token = ctx.next_token.get();
+                ctx.next_token.set(token + 1);
+                let c = ctx.clone();
+                let h = tokio::task::spawn_local(async move {
+                    let id = match &out.kind {
+                        OutKind::Request { id, .. } => Some(id.clone()),
+                        _ => None,
+                    };
+                    post(&c, out).await;
+                    if let Some(id) = id {
+                        c.remove_worker(&id, token);
+                    }
+                });
+                if let Some(id) = request_id {
+                    ctx.workers.borrow_mut().insert(id, (token, h));
+                }
+            }
+            Cmd::Abort(id) => {
+                let w = ctx.workers.borrow_mut().remove(&id);
+                if let Some((_, h)) = w {
+                    tracing::debug!(%id, "request aborted: its stream is closed");
+                    h.abort();
+                }
+            }
+            Cmd::Negotiated(pv) => {
+                *ctx.protocol.borrow_mut() = Some(pv);
+            }
+            Cmd::Listen => start_listener(&ctx),
+            Cmd::Close => break,
+        }
+    }
+    shutdown(&ctx).await;
+}
+
+async fn shutdown(ctx: &Rc<Ctx>) {
+    // However it ends, a close counted by `HttpTransport::close` is settled here.
+    struct Settle<'a>(&'a Ctx);
+    impl Drop for Settle<'_> {
+        fn drop(&mut self) {
+            if self.0.shared.closing.swap(false, Ordering::AcqRel) {
+                super::closed_one();
+            }
+        }
+    }
+    let _settle = Settle(ctx);
+    ctx.shared.close_with("the connection was closed");
+    if let Some(h) = ctx.listener.borrow_mut().take() {
+        h.abort();
+    }
+    ctx.shared.set_listen(ListenState::Closed);
+    ctx.replies.borrow_mut().clear();
+    let workers: Vec<_> = ctx.workers.borrow_mut().drain().collect();
+    for (_, (_, h)) in workers {
+        h.abort();
+    }
+    if ctx.ended.get() {
+        return;
+    }
+    let Some(session) = ctx.shared.session() else {
+        return;
+    };
+    let req = ctx
+        .request(Method::DELETE, Some(&session))
+        .timeout(ctx.opts.head_timeout);
+    match req.send().await {
+        Ok(r) if r.status().is_success() => tracing::debug!("session deleted"),
+        Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => {
+            tracing::debug!("the server does not let clients delete sessions (405)")
+        }
+        Ok(r) => tracing::debug!(
+            status = r.status().as_u16(),
+            "DELETE of the session refused"
+        ),
+        Err(e) => tracing::debug!(error = %send_error(&e), "DELETE of the session failed"),
+    }
+}

@@ -1,0 +1,251 @@
+//! What the transport hands the client core: every message read on any stream, except
+//! replays already handled in this session (SSE event ids, server request ids and response
+//! ids, in a bounded seen-set) and responses whose string id is too long to answer anything
+//! of ours (over 256 bytes: ignored and counted, never stored). The seen-set holds a 128-bit
+//! digest of each id, never the id, so its memory is bounded (4,096 entries of 16 bytes)
+//! whatever the ids' length. Requests from the server go through the rate limit of
+//! [`crate::transport::gate`] (over it: dropped without an answer; a flood: the connection
+//! is closed), and a JSON-RPC batch is taken only from a server that negotiated 2025-03-26.
+//!
+//! Owns: the seen-set and `Ctx::dispatch`, `deliver_data`. Must not touch: HTTP requests
+//! and streams (it is given parsed messages or an event's data).
+
+use super::driver::Ctx;
+use crate::protocol::jsonrpc::{self, Message, RequestId};
+use crate::transport::gate::{Admit, RequestLimiter};
+use crate::transport::Inbound;
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+
+/// How many seen ids (events, server requests, responses) are kept per session.
+const SEEN_CAPACITY: usize = 4096;
+
+/// A seen id: the first 128 bits of the SHA-256 of its kind and its text. A collision (two
+/// ids taken for one, so a message dropped as a replay) is as unlikely as finding one for
+/// SHA-256 truncated to 128 bits; the ids come from the server, so a keyless fast hash would
+/// let it forge one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct SeenKey([u8; 16]);
+
+impl SeenKey {
+    /// An SSE event id.
+    pub(super) fn event(id: &str) -> SeenKey {
+        Self::digest(b'e', b's', id.as_bytes())
+    }
+
+    /// The id of a request from the server.
+    pub(super) fn request(id: &RequestId) -> SeenKey {
+        Self::of_id(b'q', id)
+    }
+
+    /// The id of a response.
+    pub(super) fn response(id: &RequestId) -> SeenKey {
+        Self::of_id(b'r', id)
+    }
+
+    fn of_id(kind: u8, id: &RequestId) -> SeenKey {
+        match id {
+            RequestId::Number(n) => Self::digest(kind, b'n', &n.to_le_bytes()),
+            RequestId::String(s) => Self::digest(kind, b's', s.as_bytes()),
+        }
+    }
+
+    fn digest(kind: u8, form: u8, text: &[u8]) -> SeenKey {
+        let d = Sha256::new()
+            .chain_update([kind, form])
+            .chain_update(text)
+            .finalize();
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&d[..16]);
+        SeenKey(k)
+    }
+}
+
+/// Ids already handled in this session, bounded (oldest forgotten first).
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) set: HashSet<SeenKey>,
+    pub(super) order: VecDeque<SeenKey>,
+}
+
+impl Seen {
+    /// True when `key` is new.
+    pub(super) fn insert(&mut self, key: SeenKey) -> bool {
+        if self.set.contains(&key) {
+            return false;
+        }
+        if self.order.len() >= SEEN_CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        self.set.insert(key);
+        self.order.push_back(key);
+        true
+    }
+}
+
+impl Ctx {
+    /// Hand one message to the client core, dropping replays. Returns true when it is (or
+    /// repeats) the response to `awaited`.
+    pub(super) fn dispatch(&self, msg: Message, awaited: Option<&RequestId>) -> bool {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return false; // closed (a flood, say): the rest of a batch goes nowhere
+        }
+        let key = match &msg {
+            Message::Response { id, .. } if id.oversized_for_response() => {
+                self.shared
+                    .stats
+                    .oversized_ids
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    limit = jsonrpc::MAX_RESPONSE_ID_BYTES,
+                    "ignored a response whose id is too long to answer any request"
+                );
+                return false;
+            }
+            Message::Request { id, .. } => Some(SeenKey::request(id)),
+            Message::Response { id, .. } => Some(SeenKey::response(id)),
+            _ => None,
+        };
+        let is_awaited =
+            matches!((&msg, awaited), (Message::Response { id, .. }, Some(a)) if id == a);
+        if let Some(k) = key {
+            if !self.seen.borrow_mut().insert(k) {
+                self.shared
+                    .stats
+                    .duplicates_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                return is_awaited;
+            }
+        }
+        if matches!(msg, Message::Request { .. }) && !self.admit_request() {
+            return false;
+        }
+        let other_response = match &msg {
+            Message::Response { id, .. } if !is_awaited => Some(id.clone()),
+            _ => None,
+        };
+        self.deliver(Inbound::Message(msg));
+        if let Some(id) = other_response {
+            // Its answer came on another stream (a replay): its own worker can stop.
+            let w = self.workers.borrow_mut().remove(&id);
+            if let Some((_, h)) = w {
+                h.abort();
+            }
+        }
+        is_awaited
+    }
+
+    /// The rate limit on the server's requests: true to answer this one.
+    fn admit_request(&self) -> bool {
+        let admit = self.limiter.borrow_mut().admit();
+        match admit {
+            Admit::Deliver => true,
+            Admit::Drop => {
+                let n = self
+                    .shared
+                    .stats
+                    .requests_dropped
+                    .fetch_add(1, Ordering::Relaxed)
+                    + 1;
+                if n.is_power_of_two() {
+                    tracing::warn!(
+                        dropped = n,
+                        "the server's requests are over the rate limit; dropped without an answer"
+                    );
+                }
+                false
+            }
+            Admit::Flood => {
+                self.shared
+                    .stats
+                    .requests_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                self.overrun(&RequestLimiter::flood_reason());
+                false
+            }
+        }
+    }
+
+    /// A batch from a server that may not send one: counted and logged; true to refuse it.
+    pub(super) fn refuses_batch(&self, body: &[u8]) -> bool {
+        if !jsonrpc::is_batch(body) || self.batches_allowed() {
+            return false;
+        }
+        self.shared
+            .stats
+            .batches_refused
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "refused a JSON-RPC batch: only a server that negotiated {} may send batches",
+            jsonrpc::BATCH_VERSION
+        );
+        true
+    }
+}
+
+/// Parse an event's data and dispatch it; true when it answered `awaited`.
+pub(super) fn deliver_data(ctx: &Ctx, data: &Bytes, awaited: Option<&RequestId>) -> bool {
+    if ctx.refuses_batch(data) {
+        return false;
+    }
+    match jsonrpc::parse_batch(data) {
+        Ok(msgs) => {
+            let mut answered = false;
+            for m in msgs {
+                answered |= ctx.dispatch(m, awaited);
+            }
+            answered
+        }
+        Err(e) => {
+            ctx.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            if let Some(left_out) = ctx.shared.stats.log_limit.allow() {
+                tracing::warn!(error = %e, left_out, "ignored an SSE event that is not JSON-RPC");
+            }
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_is_bounded() {
+        let mut s = Seen::default();
+        for i in 0..(SEEN_CAPACITY + 10) {
+            assert!(s.insert(SeenKey::event(&format!("{i}"))));
+        }
+        assert!(!s.insert(SeenKey::event(&format!("{}", SEEN_CAPACITY + 5))));
+        assert!(s.insert(SeenKey::event("0")), "the oldest were forgotten");
+        assert!(s.set.len() <= SEEN_CAPACITY);
+    }
+
+    #[test]
+    fn seen_keys_tell_kinds_and_forms_apart_and_are_16_bytes_whatever_the_id() {
+        let n = RequestId::Number(7);
+        let s = RequestId::String("7".into());
+        let keys = [
+            SeenKey::event("7"),
+            SeenKey::request(&n),
+            SeenKey::request(&s),
+            SeenKey::response(&n),
+            SeenKey::response(&s),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(
+            SeenKey::request(&n),
+            SeenKey::request(&RequestId::Number(7))
+        );
+        let huge = RequestId::String("x".repeat(1 << 20));
+        assert_eq!(std::mem::size_of_val(&SeenKey::request(&huge)), 16);
+    }
+}

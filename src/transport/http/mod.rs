@@ -1,0 +1,477 @@
+//! The Streamable HTTP transport, for both eras: one POST per message, a JSON body or an SSE
+//! stream read until the request's response, sessions (`Mcp-Session-Id`), resumption with
+//! `Last-Event-ID` and the listening GET stream (2025-11-25 era only), and cancellation by
+//! closing a request's stream (how a 2026-07-28 server is told to stop).
+//!
+//! Shape: awc's `Client` is not `Send`, so everything that touches it runs as local tasks on
+//! the arbiter's thread that called [`HttpTransport::start`]: a *driver* owns the state and
+//! the client, and spawns one *worker* per message and at most one *listener* (the GET
+//! stream). [`HttpTransport`] itself is `Send + Sync`: it forwards commands to the driver over
+//! a channel, so the client core may call it from anywhere. Order is kept: `negotiated`,
+//! then `notifications/initialized`, then requests.
+//!
+//! What reaches the client core ([`Inbound`]):
+//! - every message read on any stream, except replays already handled (a bounded set of seen
+//!   SSE event ids, server request ids and response ids per session);
+//! - a non-2xx refusal whose body is a JSON-RPC error: that request's error response; any
+//!   other refusal: `Lost { Status }` (a 401/403 always so, for the authorization code);
+//! - a connection that could not be made: `Lost { Connect }` (the server did not see it);
+//!   a stream that broke after sending: `Lost { Lost }` (outcome unknown);
+//! - the session ended by the server: `Lost { SessionExpired }` for the request that found out
+//!   and then `Closed(SessionExpired)`, so the connection is dropped and the next call dials
+//!   again. A 404 for a request that carried a session id ends it, as the spec says. Real
+//!   servers do not all say 404: server-everything answers an unknown or deleted session with
+//!   400 and the JSON-RPC error -32000 "Bad Request: No valid session ID provided", so a 400
+//!   (or 404) whose body says the session is invalid ends it too, when the request carried
+//!   a session id (see [`mentions_invalid_session`]).
+//!
+//! Limits: a message over 16 MiB is refused both ways (a JSON body read with a limit, an SSE
+//! event that grows past the cap stops being buffered at once). Secrets (configured header
+//! values) are sent as sensitive headers, never logged, and scrubbed from error details;
+//! the URL is never logged either (its query may hold a key). Redirects are not followed (a
+//! redirect could carry configured headers to another origin): a 3xx is a refusal naming
+//! where it pointed.
+//!
+//! Layout (one concern per file; each says what it owns and must not touch):
+//! - `mod.rs`: [`HttpTransport`] (the `Send + Sync` handle and the [`Transport`] impl), the
+//!   options, statistics and the state shared with the driver; it must not touch awc (the
+//!   handle only sends commands to the driver);
+//! - `driver`: the driver's state (`Ctx`), its command loop and shutdown;
+//! - `inbound`: what is handed to the client core (replays dropped: the seen-set);
+//! - `post`: one POST and its JSON or SSE reply;
+//! - `stream`: reading one SSE stream and opening a GET stream;
+//! - `resume`: resuming a request's broken stream with `Last-Event-ID`;
+//! - `listen`: the listening GET stream and its reopening schedule;
+//! - `session`: the session id, refusals, and how failures become errors;
+//! - `tests`: the transport against a scripted HTTP/1.1 server.
+
+mod driver;
+mod inbound;
+mod listen;
+mod post;
+mod replies;
+mod resume;
+mod session;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub use listen::{run_listen_schedule, ListenAttempt, ListenEnd};
+pub use replies::{MAX_QUEUED_REPLIES, MAX_QUEUED_REPLY_BYTES, MAX_REPLY_POSTS};
+pub use resume::resume_wait;
+pub use session::mentions_invalid_session;
+
+use super::gate::RequestLimiter;
+use super::{InboundSink, Outbound, Transport, TransportError, TransportKind};
+use crate::protocol::era::ProtocolVersion;
+use crate::protocol::jsonrpc::{RequestId, MAX_MESSAGE_BYTES};
+use crate::store::settings::Secret;
+use awc::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use awc::http::Uri;
+use driver::{drive, Ctx};
+use inbound::Seen;
+use replies::Replies;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// Where and how to reach one HTTP server.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    pub url: url::Url,
+    /// Configured headers (`Authorization: Bearer ...` included); their values are secrets.
+    pub headers: Vec<(String, Secret)>,
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+/// Timings and limits; the defaults are the product's, tests shorten them.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// TCP connect (including name resolution) and, separately, the TLS handshake.
+    pub connect_timeout: Duration,
+    /// Simultaneous connections to the server (each open SSE stream holds one).
+    pub max_connections: usize,
+    /// An idle pooled connection is dropped after this (below the usual 5 s of Node and
+    /// uvicorn, so a reused connection is rarely one the server is closing).
+    pub keep_alive: Duration,
+    /// The response head of a GET, a DELETE, or a notification's POST.
+    pub head_timeout: Duration,
+    /// Resumption: the wait when the stream set no `retry`, the cap on `retry`, and how many
+    /// resumptions in a row may bring no new event before the request is lost.
+    pub resume_default_wait: Duration,
+    pub resume_max_wait: Duration,
+    pub resume_max_empty: u32,
+    /// The listening stream: first wait, cap, and attempts in a row that hear nothing before
+    /// giving up.
+    pub listen_base_wait: Duration,
+    pub listen_max_wait: Duration,
+    pub listen_max_empty: u32,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            max_connections: 64,
+            keep_alive: Duration::from_secs(4),
+            head_timeout: Duration::from_secs(30),
+            resume_default_wait: Duration::from_millis(250),
+            resume_max_wait: Duration::from_secs(30),
+            resume_max_empty: 5,
+            listen_base_wait: Duration::from_secs(1),
+            listen_max_wait: Duration::from_secs(60),
+            listen_max_empty: 8,
+        }
+    }
+}
+
+/// Counters, for tests and the session view.
+#[derive(Debug, Default)]
+pub struct HttpStats {
+    pub posts: AtomicU64,
+    pub gets: AtomicU64,
+    pub resumptions: AtomicU64,
+    pub duplicates_dropped: AtomicU64,
+    pub oversized: AtomicU64,
+    pub malformed: AtomicU64,
+    /// SSE event ids over 256 bytes (each ended its stream) and responses whose string id is
+    /// over 256 bytes (ignored): never stored.
+    pub oversized_ids: AtomicU64,
+    /// JSON-RPC batches from a server that did not negotiate 2025-03-26, refused.
+    pub batches_refused: AtomicU64,
+    /// Server requests over the rate limit, dropped without an answer.
+    pub requests_dropped: AtomicU64,
+    /// Our answers to server requests dropped because too many were queued.
+    pub replies_dropped: AtomicU64,
+    pub listen_opens: AtomicU64,
+    /// The server was seen to stall a response for our ACK; its reads now acknowledge
+    /// promptly (see `tcp`).
+    pub prompt_acks: Arc<AtomicBool>,
+    /// Warnings about what the server sent (it is untrusted: 10 a minute).
+    pub log_limit: crate::protocol::text::LogLimiter,
+}
+
+impl HttpStats {
+    /// What the server sent that was not used: oversized or malformed messages and events,
+    /// ids over their cap.
+    pub fn ignored(&self) -> u64 {
+        [
+            &self.oversized,
+            &self.malformed,
+            &self.oversized_ids,
+            &self.batches_refused,
+            &self.requests_dropped,
+        ]
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .sum()
+    }
+}
+
+/// Where the listening GET stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenState {
+    /// Not asked for (or not in a 2025-11-25-era session).
+    NotOpened,
+    Opening,
+    Open,
+    /// Dropped; waiting to reopen.
+    Waiting,
+    /// The server refused it (405 or another status): closed for the connection's life.
+    Refused(u16),
+    /// Eight attempts in a row heard nothing.
+    GaveUp,
+    Closed,
+}
+
+/// HTTP transports closed whose driver has not finished its shutdown (the session's
+/// `DELETE`) yet, daemon-wide.
+static CLOSING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static CLOSED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// A driver finished the shutdown of a transport counted in [`CLOSING`].
+fn closed_one() {
+    if CLOSING.fetch_sub(1, Ordering::AcqRel) == 1 {
+        CLOSED.notify_waiters();
+    }
+}
+
+/// Wait until every HTTP transport closed so far finished its shutdown (the session's
+/// `DELETE` answered or failed), at most `limit`. Answers how many had not.
+pub async fn closing_settled(limit: std::time::Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let notified = CLOSED.notified();
+        let left = CLOSING.load(Ordering::Acquire);
+        if left == 0 {
+            return 0;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return CLOSING.load(Ordering::Acquire);
+        }
+    }
+}
+
+enum Cmd {
+    Send(Outbound),
+    Abort(RequestId),
+    Negotiated(ProtocolVersion),
+    Listen,
+    Close,
+}
+
+/// Shared between the `Send + Sync` handle and the local tasks.
+struct Shared {
+    closed: AtomicBool,
+    /// This transport's close was counted in [`CLOSING`] (once).
+    closing: AtomicBool,
+    closed_reason: Mutex<Option<String>>,
+    session: Mutex<Option<String>>,
+    listen: Mutex<ListenState>,
+    stats: HttpStats,
+}
+
+impl Shared {
+    fn set_listen(&self, s: ListenState) {
+        if let Ok(mut g) = self.listen.lock() {
+            *g = s;
+        }
+    }
+    fn session(&self) -> Option<String> {
+        self.session.lock().ok().and_then(|g| g.clone())
+    }
+    fn close_with(&self, reason: &str) {
+        if let Ok(mut g) = self.closed_reason.lock() {
+            if g.is_none() {
+                *g = Some(reason.to_owned());
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// The handle the client core holds.
+pub struct HttpTransport {
+    tx: mpsc::UnboundedSender<Cmd>,
+    shared: Arc<Shared>,
+    done: watch::Receiver<bool>,
+}
+
+impl HttpTransport {
+    /// Start the transport with the default options. Must run inside a `LocalSet` (an actix
+    /// arbiter, `actix_rt::System`, `#[actix_rt::test]`); the tasks stay on that thread.
+    pub fn start(
+        spec: HttpSpec,
+        sink: Arc<dyn InboundSink>,
+    ) -> Result<Arc<HttpTransport>, TransportError> {
+        Self::start_with(spec, sink, HttpOptions::default())
+    }
+
+    pub fn start_with(
+        spec: HttpSpec,
+        sink: Arc<dyn InboundSink>,
+        opts: HttpOptions,
+    ) -> Result<Arc<HttpTransport>, TransportError> {
+        let uri = endpoint_uri(&spec.url)?;
+        let mut headers = Vec::with_capacity(spec.headers.len());
+        let mut secrets = Vec::new();
+        for (name, value) in &spec.headers {
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                TransportError::Connect(format!("the configured header name {name:?} is not valid"))
+            })?;
+            let mut v = HeaderValue::from_str(value.expose()).map_err(|_| {
+                TransportError::Connect(format!(
+                    "the configured value of header {name} is not a valid HTTP header value"
+                ))
+            })?;
+            v.set_sensitive(true);
+            headers.push((n, v));
+            // The whole value, and a bearer token on its own, are scrubbed from details.
+            let raw = value.expose();
+            for s in [raw, raw.split_once(' ').map(|(_, t)| t).unwrap_or("")] {
+                if s.len() >= 4 {
+                    secrets.push(s.to_owned());
+                }
+            }
+        }
+        let stats = HttpStats::default();
+        let connector = awc::Connector::new()
+            .connector(super::tcp::PromptAckConnector::new(
+                stats.prompt_acks.clone(),
+            ))
+            .rustls_0_23(spec.tls.clone())
+            .timeout(opts.connect_timeout)
+            .handshake_timeout(opts.connect_timeout)
+            .limit(opts.max_connections)
+            .conn_keep_alive(opts.keep_alive);
+        let client = awc::Client::builder()
+            .connector(connector)
+            .disable_timeout()
+            .disable_redirects()
+            .finish();
+        let shared = Arc::new(Shared {
+            closed: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            closed_reason: Mutex::new(None),
+            session: Mutex::new(None),
+            listen: Mutex::new(ListenState::NotOpened),
+            stats,
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done_tx, done) = watch::channel(false);
+        let ctx = Rc::new(Ctx {
+            client,
+            uri,
+            headers,
+            secrets,
+            sink,
+            opts,
+            shared: shared.clone(),
+            protocol: RefCell::new(None),
+            workers: RefCell::new(HashMap::new()),
+            next_token: Cell::new(0),
+            listener: RefCell::new(None),
+            seen: RefCell::new(Seen::default()),
+            limiter: RefCell::new(RequestLimiter::default()),
+            replies: RefCell::new(Replies::default()),
+            ended: Cell::new(false),
+        });
+        tokio::task::spawn_local(async move {
+            drive(ctx, rx).await;
+            let _ = done_tx.send(true);
+        });
+        Ok(Arc::new(HttpTransport { tx, shared, done }))
+    }
+
+    /// The session id the server gave (2025-11-25 era), if any.
+    pub fn session_id(&self) -> Option<String> {
+        self.shared.session()
+    }
+
+    pub fn listen_state(&self) -> ListenState {
+        self.shared
+            .listen
+            .lock()
+            .map(|g| *g)
+            .unwrap_or(ListenState::Closed)
+    }
+
+    pub fn stats(&self) -> &HttpStats {
+        &self.shared.stats
+    }
+
+    /// Wait until the transport has shut down after `close` (its `DELETE` sent or failed).
+    pub async fn wait_closed(&self) {
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|d| *d).await;
+    }
+
+    fn closed_error(&self) -> TransportError {
+        let reason = self
+            .shared
+            .closed_reason
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .unwrap_or_else(|| "the connection was closed".to_owned());
+        TransportError::Closed(reason)
+    }
+}
+
+fn endpoint_uri(url: &url::Url) -> Result<Uri, TransportError> {
+    match url.scheme() {
+        "http" | "https" => {}
+        other => {
+            return Err(TransportError::Connect(format!(
+                "the server URL must be http or https, not {other}"
+            )))
+        }
+    }
+    if url.host_str().is_none() {
+        return Err(TransportError::Connect("the server URL has no host".into()));
+    }
+    let mut u = url.clone();
+    // A fragment is never sent.
+    u.set_fragment(None);
+    u.as_str()
+        .parse::<Uri>()
+        .map_err(|_| TransportError::Connect("the server URL is not a valid HTTP URI".into()))
+}
+
+impl Transport for HttpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Http
+    }
+
+    fn send(&self, msg: Outbound) -> Result<(), TransportError> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(self.closed_error());
+        }
+        if msg.body.len() > MAX_MESSAGE_BYTES {
+            return Err(TransportError::TooLarge(format!(
+                "the message is {} bytes, over the 16 MiB limit",
+                msg.body.len()
+            )));
+        }
+        self.tx
+            .send(Cmd::Send(msg))
+            .map_err(|_| self.closed_error())
+    }
+
+    fn abort(&self, id: &RequestId) {
+        let _ = self.tx.send(Cmd::Abort(id.clone()));
+    }
+
+    fn negotiated(&self, version: &ProtocolVersion) {
+        let _ = self.tx.send(Cmd::Negotiated(version.clone()));
+    }
+
+    fn open_listen_stream(&self) {
+        let _ = self.tx.send(Cmd::Listen);
+    }
+
+    fn close(&self) {
+        self.shared.close_with("the connection was closed");
+        // Counted here, synchronously, so that a daemon shutting down that closed every
+        // connection can wait for the DELETEs their drivers then send.
+        if !self.shared.closing.swap(true, Ordering::AcqRel) {
+            CLOSING.fetch_add(1, Ordering::AcqRel);
+            if self.tx.send(Cmd::Close).is_err() {
+                closed_one();
+            }
+        }
+    }
+
+    fn ignored_messages(&self) -> u64 {
+        self.shared.stats.ignored()
+    }
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn content_type(resp: &awc::ClientResponse) -> String {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| {
+            s.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
