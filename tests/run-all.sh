@@ -53,6 +53,10 @@ if [ -n "${ALBEDO_TEST_POSTGRES_URL:-}" ]; then
   export ALBEDO_TEST_REQUIRE_POSTGRES=1
 fi
 
+if ! command -v chromium >/dev/null && [ "${ALBEDO_TEST_REQUIRE_BROWSER:-}" != 1 ]; then
+  skipped+=("the browser test (tests/browser.rs): no chromium on this machine; apt-get install -y chromium (.ci/run does)")
+fi
+
 # Includes tests/bench.rs: the benchmark in its quick mode (tiny sizes, about 30 s, plus a first
 # debug build of its rmcp client, about 70 s), run so that it cannot rot, not for figures
 # (README, "Benchmarks"). A debug build: the release build of the crate and of rmcp would add
