@@ -45,7 +45,11 @@ fn a_tool_list_that_never_ends_is_followed_for_100_pages() {
     let (st, r) = d.call(&id, "mcp__endless__echo", json!({"message": "still here"}));
     assert_eq!(st, 200, "{r}");
     assert_eq!(tools_lists(&log), 100);
-    // The daemon says it stopped.
+    // The session says the list was cut, and so does the daemon's log.
+    assert!(
+        view["warnings"].to_string().contains("cut after 100 pages"),
+        "{view}"
+    );
     assert!(
         d.log()
             .contains("stopped following nextCursor after 100 pages"),

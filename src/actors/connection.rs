@@ -227,6 +227,14 @@ pub struct CatalogueChanged {
     pub catalogue: Result<Arc<Catalogue>, String>,
 }
 
+/// A discovered catalogue and what the discovery had to leave out (for the session's
+/// warnings).
+#[derive(Debug, Clone)]
+pub struct Discovered<C = Arc<Catalogue>> {
+    pub catalogue: C,
+    pub notes: Vec<String>,
+}
+
 /// Why dialling and discovering a server gave no catalogue: a message already cleaned of
 /// the server's secrets and control characters, and what kind of failure it was.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -505,19 +513,23 @@ impl Link {
         }
     }
 
-    async fn discover(self: &Rc<Self>) -> Result<Catalogue, DiscoverError> {
+    async fn discover(self: &Rc<Self>) -> Result<Discovered<Catalogue>, DiscoverError> {
         let (client, hello) = self
             .client()
             .await
             .map_err(|e| DiscoverError::connect(&e, &self.redact))?;
+        let budget = discovery::Budget::new(self.startup_timeout());
         let cat = {
             let _permit = self.ctx.dials.acquire().await;
-            discovery::discover(&client, &hello, self.startup_timeout())
+            discovery::discover_within(&client, &hello, &budget)
                 .await
                 .map_err(|e| DiscoverError::discovery(&e, &self.redact))?
         };
         self.learn_headers(&cat);
-        Ok(cat)
+        Ok(Discovered {
+            catalogue: cat,
+            notes: budget.notes(),
+        })
     }
 
     /// Which arguments each tool mirrors into `Mcp-Param-*` headers (HTTP only).
@@ -834,7 +846,7 @@ impl Connection {
         self.rediscover = false;
         let link = self.link.clone();
         ctx.spawn(
-            async move { link.discover().await }
+            async move { link.discover().await.map(|d| d.catalogue) }
                 .into_actor(self)
                 .map(|r, act, ctx| {
                     act.discovering = false;
@@ -941,11 +953,11 @@ fn closed_error(server: &str) -> CallError {
 
 /// Dial (if needed) and discover; the first connection of a server during preparation.
 #[derive(Message)]
-#[rtype(result = "Result<Arc<Catalogue>, DiscoverError>")]
+#[rtype(result = "Result<Discovered, DiscoverError>")]
 pub struct Discover;
 
 impl Handler<Discover> for Connection {
-    type Result = ResponseActFuture<Self, Result<Arc<Catalogue>, DiscoverError>>;
+    type Result = ResponseActFuture<Self, Result<Discovered, DiscoverError>>;
 
     fn handle(&mut self, _: Discover, _ctx: &mut Self::Context) -> Self::Result {
         if self.shared.is_closed() {
@@ -956,10 +968,13 @@ impl Handler<Discover> for Connection {
         let link = self.link.clone();
         Box::pin(async move { link.discover().await }.into_actor(self).map(
             |r, act, _ctx| match r {
-                Ok(cat) => {
-                    let cat = Arc::new(cat);
+                Ok(d) => {
+                    let cat = Arc::new(d.catalogue);
                     act.shared.set_known(Some(cat.clone()));
-                    Ok(cat)
+                    Ok(Discovered {
+                        catalogue: cat,
+                        notes: d.notes,
+                    })
                 }
                 Err(e) => Err(e),
             },

@@ -147,7 +147,7 @@ impl ConnHandle {
     }
 
     /// Dial and discover (preparation).
-    pub async fn discover(&self) -> Result<Arc<Catalogue>, DiscoverError> {
+    pub async fn discover(&self) -> Result<super::connection::Discovered, DiscoverError> {
         let addr = self
             .addr()
             .await

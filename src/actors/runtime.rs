@@ -444,7 +444,10 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
     for (r, conn, outcome, probe) in futures_util::future::join_all(pending).await {
         // A catalogue over the size limit is bad configuration: nothing is swapped in.
         match &outcome {
-            Ok(cat) => save_catalogue(&store, &r.config.name, &r.fingerprint, cat.clone()).await?,
+            Ok(d) => {
+                let cat = d.catalogue.clone();
+                save_catalogue(&store, &r.config.name, &r.fingerprint, cat).await?
+            }
             Err(e) if e.too_large() => {
                 return Err(PrepareError::Settings(format!(
                     "MCP server {:?}: {e}",
@@ -458,11 +461,22 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             probes.record(&r.fingerprint, tx, r2);
         }
         match outcome {
-            Ok(cat) => servers.push(PreparedServer {
-                conn: Some(conn),
-                catalogue: Some(cat),
-                ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
-            }),
+            Ok(d) => {
+                // What discovery had to leave out (a list cut at 100 pages) is said in the
+                // session, not only in the daemon's log.
+                let notes: Vec<String> = d
+                    .notes
+                    .iter()
+                    .map(|n| format!("MCP server {:?}: {n}", r.config.name))
+                    .collect();
+                warnings.extend(notes.iter().cloned());
+                servers.push(PreparedServer {
+                    conn: Some(conn),
+                    catalogue: Some(d.catalogue),
+                    warning: (!notes.is_empty()).then(|| notes.join("; ")),
+                    ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
+                })
+            }
             Err(e) => {
                 conn.close();
                 servers.push(left_out(&r, &e.to_string(), &mut warnings));

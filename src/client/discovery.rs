@@ -40,6 +40,8 @@ pub struct Budget {
     timeout: Duration,
     read: Cell<usize>,
     limit: usize,
+    /// What the discovery had to leave out (a list cut at 100 pages), for the session.
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 impl Budget {
@@ -54,6 +56,7 @@ impl Budget {
             timeout,
             read: Cell::new(0),
             limit,
+            notes: Default::default(),
         }
     }
 
@@ -63,6 +66,11 @@ impl Budget {
             return Err(DiscoveryError::Timeout(self.timeout));
         }
         Ok(left)
+    }
+
+    /// What the discovery had to leave out (a list cut at 100 pages).
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.borrow().clone()
     }
 
     /// Count a page's items against the limit.
@@ -190,6 +198,9 @@ pub async fn list_all(
         };
         if page + 1 == MAX_PAGES {
             tracing::warn!(%method, "stopped following nextCursor after {MAX_PAGES} pages");
+            budget.notes.borrow_mut().push(format!(
+                "{method} was cut after {MAX_PAGES} pages (the server kept sending nextCursor); what they held is offered"
+            ));
         }
     }
     Ok(out)
