@@ -11,8 +11,22 @@ pub const MAX_SERVER_TEXT: usize = 1024;
 /// What replaces a secret value.
 pub const REDACTED: &str = "[redacted]";
 
+/// Whether `c` must not reach an error, a log or a terminal as it is: control characters
+/// (C0 and C1) and the Unicode formatting characters that can reorder or hide text (bidi
+/// embeddings, overrides and isolates, zero-width characters, line and paragraph
+/// separators, the BOM).
+pub fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{200b}'..='\u{200f}'   // zero-width space, joiners, LRM, RLM
+            | '\u{2028}'..='\u{202e}' // line/paragraph separators, bidi embeddings, overrides
+            | '\u{2060}'..='\u{2069}' // word joiner, invisible operators, bidi isolates
+            | '\u{feff}'              // byte order mark, zero-width no-break space
+        )
+}
+
 /// Cut `s` to at most `max` bytes (at a char boundary, with `…` when cut) and replace every
-/// control character with a space.
+/// [`unsafe_char`] with a space.
 pub fn clean(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max) + 3);
     for c in s.chars() {
@@ -20,7 +34,7 @@ pub fn clean(s: &str, max: usize) -> String {
             out.push('…');
             break;
         }
-        out.push(if c.is_control() { ' ' } else { c });
+        out.push(if unsafe_char(c) { ' ' } else { c });
     }
     out
 }
@@ -243,6 +257,7 @@ mod tests {
     #[test]
     fn control_characters_are_replaced_and_long_text_is_cut() {
         assert_eq!(clean("a\u{1b}[31mred\r\nnext\0", 100), "a [31mred  next ");
+        assert_eq!(clean("x\u{202e}y\u{200b}z", 100), "x y z");
         let long = "é".repeat(1000);
         let c = clean(&long, 11);
         assert!(c.len() <= 11 + '…'.len_utf8(), "{c}");

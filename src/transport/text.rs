@@ -12,16 +12,7 @@
 /// The longest text kept from a server for an error (200 characters).
 pub const DETAIL_CHARS: usize = 200;
 
-/// Whether `c` must not reach an error as it is.
-fn unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{200b}'..='\u{200f}'   // zero-width space, joiners, LRM, RLM
-            | '\u{2028}'..='\u{202e}' // line/paragraph separators, bidi embeddings, overrides
-            | '\u{2060}'..='\u{2069}' // word joiner, invisible operators, bidi isolates
-            | '\u{feff}'              // byte order mark, zero-width no-break space
-        )
-}
+use crate::protocol::text::unsafe_char;
 
 /// `text` made fit for an error: see the module. `max_chars` is normally [`DETAIL_CHARS`].
 pub fn error_text(text: &str, secrets: &[String], max_chars: usize) -> String {
