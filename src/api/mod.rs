@@ -294,6 +294,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
             resource("/sessions/{id}/servers/{name}", "PUT")
                 .route(web::put().to(put_session_server)),
         )
+        .service(resource("/settings/mcp/suggest-name", "GET").route(web::get().to(suggest_name)))
         .service(resource("/login/once", "POST").route(web::post().to(pane::issue_link)))
         .service(resource("/login", "GET").route(web::get().to(pane::login)))
         .service(resource("/token/rotate", "POST").route(web::post().to(pane::rotate_token)))
@@ -312,6 +313,35 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
             )
             .error_response()
         }));
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuggestQuery {
+    url: Option<String>,
+    command_line: Option<String>,
+}
+
+/// `GET /settings/mcp/suggest-name?url=...` or `?command_line=...`: a valid server name that
+/// is not taken, from the URL's host or the command's package.
+async fn suggest_name(
+    state: web::Data<AppState>,
+    query: Result<web::Query<SuggestQuery>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m);
+    let q = query.map_err(|e| bad(format!("invalid query: {e}")))?;
+    let ext = load_extensions(state.home.clone()).await?;
+    let taken: Vec<String> = ext
+        .mcp()
+        .map(|m| m.servers.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default();
+    let name = match (&q.url, &q.command_line) {
+        (Some(u), None) => crate::store::names::suggest_for_url(u, &taken),
+        (None, Some(c)) => crate::store::names::suggest_for_command(c, &taken),
+        _ => return Err(bad("give exactly one of `url` and `command_line`".into())),
+    }
+    .map_err(|e| bad(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(json!({ "name": name })))
 }
 
 async fn healthz() -> HttpResponse {

@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod daemon_config;
 pub mod files;
 pub mod fingerprint;
+pub mod names;
 pub mod schema;
 pub mod settings;
 pub mod token;
