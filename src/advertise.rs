@@ -57,12 +57,20 @@ impl AdvertisedTool {
                 #[serde(rename = "inputSchema")]
                 input_schema: &'a Value,
                 server: &'a str,
+                /// The server's own name for the tool (the advertised name may be a short
+                /// form of it).
+                #[serde(skip_serializing_if = "Option::is_none")]
+                tool: Option<&'a str>,
             }
             let text = serde_json::to_string(&Out {
                 name: &self.name,
                 description: &self.description,
                 input_schema: &self.input_schema,
                 server: &self.server,
+                tool: match &self.kind {
+                    ToolKind::Tool { tool } => Some(tool.as_str()),
+                    _ => None,
+                },
             })
             .unwrap_or_else(|_| "{}".to_owned());
             RawValue::from_string(text)
@@ -94,21 +102,58 @@ impl ToolTable {
         }
     }
 
-    /// Find a tool by advertised name or by `server/tool`.
+    /// Find a tool by advertised name or by `server/tool` (the server's own tool name, also
+    /// for a tool advertised under a short form; `server/read_resource` and
+    /// `server/get_prompt` name the built-in operations).
     pub fn lookup(&self, name: &str) -> Option<&Arc<AdvertisedTool>> {
         if let Some(t) = self.by_name.get(name) {
             return Some(t);
         }
         let (server, tool) = name.split_once('/')?;
-        self.by_name.get(&format!("mcp__{server}__{tool}"))
+        self.tools.iter().find(|t| {
+            t.server == server
+                && match &t.kind {
+                    ToolKind::Tool { tool: own } => own == tool,
+                    ToolKind::ReadResource => tool == "read_resource",
+                    ToolKind::GetPrompt => tool == "get_prompt",
+                }
+        })
     }
 }
 
-fn valid_tool_name(n: &str) -> bool {
+/// The longest tool name the model APIs accept.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// Whether the model APIs accept `n` as a tool name: at most 64 of `[a-zA-Z0-9_-]`.
+pub fn model_safe(n: &str) -> bool {
     !n.is_empty()
-        && n.len() <= 128
+        && n.len() <= MAX_TOOL_NAME
         && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The advertised name of `full` (`mcp__<server>__<tool>`): itself when the model APIs
+/// accept it, else a stable, distinct short form: a readable prefix (other characters
+/// become `_`) and 8 hex digits of the full name's SHA-256.
+pub fn model_name(full: &str) -> String {
+    if model_safe(full) {
+        return full.to_owned();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(full.as_bytes());
+    let hash = hex::encode(&digest[..4]);
+    let readable: String = full
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TOOL_NAME - hash.len() - 1)
+        .collect();
+    format!("{readable}_{hash}")
 }
 
 /// The size of a value's JSON text, counted without writing it anywhere.
@@ -229,21 +274,17 @@ pub fn advertise(
         // name: the built-in keeps the documented one.
         let builtin = (tool == "read_resource" && resources) || (tool == "get_prompt" && prompts);
         let name = if builtin {
-            let renamed = format!("mcp__{server}__{tool}_tool");
+            let renamed = model_name(&format!("mcp__{server}__{tool}_tool"));
             warnings.push(format!(
                 "server {server:?}: its tool {tool:?} is advertised as {renamed:?}, since {:?} is the built-in operation",
                 format!("mcp__{server}__{tool}")
             ));
             renamed
         } else {
-            format!("mcp__{server}__{tool}")
+            // A name the model APIs would refuse (too long, dots, spaces, ...) gets a stable
+            // short form; `server/tool` still reaches it.
+            model_name(&format!("mcp__{server}__{tool}"))
         };
-        if !valid_tool_name(&name) {
-            warnings.push(format!(
-                "server {server:?}: tool {tool:?} was left out: {name:?} is not a valid tool name"
-            ));
-            continue;
-        }
         let size = t.get("inputSchema").map(json_size).unwrap_or(0);
         if size > MAX_SCHEMA_BYTES {
             warnings.push(format!(
@@ -310,7 +351,7 @@ pub fn advertise(
             if listed.is_empty() { String::new() } else { format!("\nKnown resources:\n{}", listed.join("\n")) }
         );
         out.push(AdvertisedTool {
-            name: format!("mcp__{server}__read_resource"),
+            name: model_name(&format!("mcp__{server}__read_resource")),
             description: bound_text(&desc, MAX_DESCRIPTION_BYTES * 4),
             input_schema: json!({
                 "type": "object",
@@ -356,7 +397,7 @@ pub fn advertise(
             if listed.is_empty() { String::new() } else { format!("\nKnown prompts:\n{}", listed.join("\n")) }
         );
         out.push(AdvertisedTool {
-            name: format!("mcp__{server}__get_prompt"),
+            name: model_name(&format!("mcp__{server}__get_prompt")),
             description: bound_text(&desc, MAX_DESCRIPTION_BYTES * 4),
             input_schema: json!({
                 "type": "object",

@@ -1,5 +1,5 @@
 //! The bounds `src/advertise.rs` puts on what a session advertises, each at and just past its
-//! limit: the advertised tool name (128 bytes of `[A-Za-z0-9_.-]`), the description (4 KiB,
+//! limit: the advertised tool name (64 bytes of `[A-Za-z0-9_-]`, else a short form), the description (4 KiB,
 //! cut at a character boundary), the input schema (64 KiB serialized, or the tool is left
 //! out), the resources, templates and prompts listed in `read_resource` / `get_prompt` (50
 //! each, their names and URIs cut, the whole description at 16 KiB), and the `x-mcp-header`
@@ -54,49 +54,63 @@ fn limits_are_the_documented_ones() {
 }
 
 #[test]
-fn advertised_names_are_at_most_128_bytes_of_the_allowed_characters() {
-    // "mcp__s__" is 8 bytes: a 120-byte tool name makes 128, a 121-byte one 129.
-    let at = "a".repeat(120);
-    let past = "b".repeat(121);
-    let (out, warnings) = run(
-        &tools_catalogue(vec![
-            tool(&at),
-            tool(&past),
-            tool("dots.and-dashes_ok"),
-            tool("has space"),
-            tool("ünïcode"),
-            tool("slash/no"),
-            json!({"description": "no name"}),
-        ]),
-        false,
-    );
+fn advertised_names_are_what_the_model_apis_accept_with_stable_short_forms() {
+    // "mcp__s__" is 8 bytes: a 56-byte tool name makes 64, the model APIs' limit.
+    let at = "a".repeat(56);
+    let past = "b".repeat(57);
+    let odd = ["dots.and-dashes_ok", "has space", "ünïcode", "slash/no"];
+    let mut tools = vec![tool(&at), tool(&past)];
+    tools.extend(odd.iter().map(|n| tool(n)));
+    tools.push(json!({"description": "no name"}));
+    let (out, warnings) = run(&tools_catalogue(tools.clone()), false);
     let n = names(&out);
-    assert_eq!(
-        n,
-        [
-            format!("mcp__s__{at}").as_str(),
-            "mcp__s__dots.and-dashes_ok"
-        ]
-    );
-    assert_eq!(n[0].len(), 128);
-    assert_eq!(warnings.len(), 5, "{warnings:#?}");
-    for left_out in [past.as_str(), "has space", "ünïcode", "slash/no"] {
+    assert_eq!(n.len(), 6, "{n:?}");
+    // At the limit: kept as it is.
+    assert_eq!(n[0], format!("mcp__s__{at}"));
+    // Past it, or with characters the APIs refuse: a readable prefix and a hash.
+    for name in &n {
+        assert!(name.len() <= 64, "{name}");
         assert!(
-            warnings.iter().any(
-                |w| w.contains(&format!("{left_out:?}")) && w.contains("not a valid tool name")
-            ),
-            "{left_out}: {warnings:#?}"
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+            "{name}"
         );
     }
+    assert!(n[1].starts_with("mcp__s__bbbb"), "{}", n[1]);
+    assert!(n[2].starts_with("mcp__s__dots_and-dashes_ok_"), "{}", n[2]);
+    let mut unique = n.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), n.len(), "{n:?}");
+    // Stable: the same catalogue gives the same names.
+    let (again, _) = run(&tools_catalogue(tools), false);
+    assert_eq!(names(&again), n);
+    // The original names stay reachable as `server/tool`, and are listed with the tool.
+    let table = albedo_mcp::advertise::ToolTable::new(1, out);
+    for original in [
+        past.as_str(),
+        "dots.and-dashes_ok",
+        "has space",
+        "ünïcode",
+        "slash/no",
+    ] {
+        let t = table
+            .lookup(&format!("s/{original}"))
+            .unwrap_or_else(|| panic!("s/{original}"));
+        assert_eq!(
+            t.kind,
+            ToolKind::Tool {
+                tool: original.to_owned()
+            }
+        );
+        let listed: Value = serde_json::from_str(t.json().get()).unwrap();
+        assert_eq!(listed["server"], "s");
+        assert_eq!(listed["tool"], original);
+    }
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(
         warnings.iter().any(|w| w.contains("without a name")),
         "{warnings:#?}"
-    );
-    assert_eq!(
-        out[0].kind,
-        ToolKind::Tool {
-            tool: at.to_owned()
-        }
     );
 }
 
