@@ -185,14 +185,19 @@ impl ConnHandle {
             restarts: self.restarts(),
             ignored_messages: 0,
         };
-        match self.addr().await {
-            Ok(a) => match a.send(GetStatus).await {
+        // A view never waits for a restart in progress: it says so.
+        if self.0.shared.is_closed() {
+            return fallback(LinkState::Closed, None);
+        }
+        if let Some(f) = self.0.shared.failed() {
+            return fallback(LinkState::Failed, Some(f));
+        }
+        match self.0.current().filter(|a| a.connected()) {
+            Some(a) => match a.send(GetStatus).await {
                 Ok(s) => s,
                 Err(e) => fallback(LinkState::Idle, Some(format!("restarting: {e}"))),
             },
-            Err(Unreachable::Closed) => fallback(LinkState::Closed, None),
-            Err(Unreachable::Failed(f)) => fallback(LinkState::Failed, Some(f)),
-            Err(Unreachable::Restarting) => fallback(LinkState::Idle, Some("restarting".into())),
+            None => fallback(LinkState::Idle, Some("restarting".into())),
         }
     }
 
