@@ -97,16 +97,7 @@ fn everything_ending_the_session_is_dialled_again_by_the_next_call() {
 
 #[test]
 fn a_session_the_server_ends_with_404_is_dialled_again_by_the_next_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log.jsonl");
-    let args = [
-        fixture("http_faults.py"),
-        "--port".into(),
-        "0".into(),
-        "--log".into(),
-        log.display().to_string(),
-    ];
-    let fx = HttpPeer::start_in(dir, "python3", &args, "http");
+    let (fx, log) = http_faults(&[]);
     let d = Daemon::start(servers(json!({"f": {"type": "http", "url": fx.url}})));
     let (id, view) = d.session(json!({}));
     assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");

@@ -11,16 +11,7 @@ const KEY: &str = "key-77b2e0-never-print-me";
 
 #[test]
 fn http_credentials_are_sent_and_never_shown() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("requests.log");
-    let args = [
-        fixture("http_faults.py"),
-        "--port".into(),
-        "0".into(),
-        "--log".into(),
-        log.display().to_string(),
-    ];
-    let fx = HttpPeer::start_in(dir, &venv_python(), &args, "http");
+    let (fx, log) = http_faults(&[]);
     let closed = free_port();
     let d = Daemon::start_env(
         json!({"enabled": {"mcp": true}, "mcp": {"servers": {

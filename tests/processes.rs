@@ -189,18 +189,7 @@ fn a_sigterm_to_the_daemons_group_runs_the_close_sequence_for_every_server() {
 /// server that takes 800 ms to answer it still gets its answer out before the daemon exits.
 #[test]
 fn shutdown_awaits_each_http_sessions_delete() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("requests.log");
-    let args = [
-        fixture("http_faults.py"),
-        "--port".into(),
-        "0".into(),
-        "--log".into(),
-        log.display().to_string(),
-        "--delete-delay-ms".into(),
-        "800".into(),
-    ];
-    let fx = HttpPeer::start_in(dir, &venv_python(), &args, "http");
+    let (fx, log) = http_faults(&["--delete-delay-ms", "800"]);
     let mut d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "f": {"type": "http", "url": fx.url}}}}));
     let (id, _) = d.session(json!({}));

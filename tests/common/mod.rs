@@ -578,3 +578,19 @@ pub fn oversized_tools_json(dir: &Path) -> PathBuf {
     std::fs::write(&big, serde_json::to_vec(&tools).unwrap()).unwrap();
     big
 }
+
+/// The `http_faults.py` fixture server on a free port, logging every request to
+/// `requests.log` in its folder (returned), with `extra` flags.
+pub fn http_faults(extra: &[&str]) -> (HttpPeer, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let mut args = vec![
+        fixture("http_faults.py"),
+        "--port".into(),
+        "0".into(),
+        "--log".into(),
+        log.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    (HttpPeer::start_in(dir, &venv_python(), &args, "http"), log)
+}
