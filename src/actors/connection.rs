@@ -74,11 +74,6 @@ impl DialLimit {
     async fn acquire(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.0.acquire().await.ok()
     }
-
-    /// Permits free right now (tests).
-    pub fn available(&self) -> usize {
-        self.0.available_permits()
-    }
 }
 
 /// Restarts after panics: the first at once, then after a delay that doubles from `base`
@@ -750,14 +745,10 @@ impl ConnShared {
         self.known.lock().ok().and_then(|g| g.clone())
     }
 
-    fn set_known(&self, cat: Option<Arc<Catalogue>>) {
+    pub(crate) fn set_known(&self, cat: Option<Arc<Catalogue>>) {
         if let Ok(mut g) = self.known.lock() {
             *g = cat;
         }
-    }
-
-    pub(crate) fn set_known_pub(&self, cat: Option<Arc<Catalogue>>) {
-        self.set_known(cat);
     }
 
     pub(crate) fn set_owner(&self, owner: Recipient<CatalogueChanged>) {

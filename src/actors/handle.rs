@@ -168,7 +168,7 @@ impl ConnHandle {
         check_saved: bool,
     ) {
         self.0.shared.set_owner(owner);
-        self.0.shared.set_known_pub(known);
+        self.0.shared.set_known(known);
         if let Some(a) = self.0.current() {
             a.do_send(Watch { check_saved });
         }
@@ -203,23 +203,26 @@ impl ConnHandle {
 
     /// Close for good: later calls answer `not_run`; the supervisor never restarts it.
     pub fn close(&self) {
-        self.0.shared.mark_closed();
-        let addr = self.0.addr.write().ok().and_then(|mut g| g.take());
-        if let Some(a) = addr {
+        if let Some(a) = self.mark_closed() {
             a.do_send(Close);
         }
-        self.0.changed.notify_waiters();
     }
 
     /// [`ConnHandle::close`], answering once the actor has closed its client (its
     /// transport's shutdown has begun).
     pub async fn close_and_wait(&self) {
+        if let Some(a) = self.mark_closed() {
+            let _ = a.send(Close).await;
+        }
+    }
+
+    /// Mark the connection closed, wake whoever waits for an address, and take the
+    /// address (the actor ends once `Close` reached it and nobody holds another).
+    fn mark_closed(&self) -> Option<Addr<Connection>> {
         self.0.shared.mark_closed();
         let addr = self.0.addr.write().ok().and_then(|mut g| g.take());
         self.0.changed.notify_waiters();
-        if let Some(a) = addr {
-            let _ = a.send(Close).await;
-        }
+        addr
     }
 
     /// Send any message to the current actor (tests: panic injection).
