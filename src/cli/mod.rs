@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod conformance;
+pub mod import;
 pub mod listen;
 pub mod serve;
 
