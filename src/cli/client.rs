@@ -16,18 +16,78 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("the daemon does not answer at {at}: {reason}")]
+    /// Nothing accepts a connection there (refused, no such socket): the daemon is not
+    /// running. Exit status 2.
+    #[error("no daemon answers at {at} ({reason}); start it with: albedo-mcp serve")]
     Unreachable { at: String, reason: String },
-    #[error("the daemon at {at} answered HTTP {status}: {message}")]
+    /// Connected, but the exchange broke (a timeout, a reset, an answer that is not HTTP).
+    #[error("the request to the daemon at {at} failed: {reason}")]
+    Broken { at: String, reason: String },
+    /// The daemon answered with a status that is not a success; its error's code, message
+    /// and field (for a setting) when the answer was the API's error JSON.
+    #[error("{}", refusal_text(*status, code, message, field))]
     Refused {
         at: String,
         status: u16,
+        code: String,
         message: String,
+        field: Option<String>,
+        /// The whole answer (`null` when empty).
+        body: Value,
     },
     #[error("the daemon at {at} sent an answer that is not JSON: {reason}")]
     BadAnswer { at: String, reason: String },
+    /// `--daemon` or `ALBEDO_DAEMON` names no usable address.
+    #[error("{given:?} is not a daemon address ({reason}); give host:port, http(s)://host:port or a socket path")]
+    BadAddress { given: String, reason: String },
     #[error(transparent)]
     Token(#[from] token::TokenError),
+}
+
+fn refusal_text(status: u16, code: &str, message: &str, field: &Option<String>) -> String {
+    let mut s = format!("the daemon refused (HTTP {status}");
+    if !code.is_empty() {
+        s.push_str(&format!(", {code}"));
+    }
+    s.push_str(&format!("): {message}"));
+    if let Some(f) = field {
+        s.push_str(&format!(" [field: {f}]"));
+    }
+    s
+}
+
+impl ClientError {
+    /// The command line's exit status for this error: 2 when no daemon runs there, else 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Unreachable { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The error as the API's error JSON (the daemon's own answer when it refused), for
+    /// `--json` output.
+    pub fn to_json(&self) -> Value {
+        match self {
+            ClientError::Refused { body, .. } if body.get("error").is_some() => body.clone(),
+            ClientError::Refused {
+                status,
+                code,
+                message,
+                ..
+            } => json!({"error": {"code": code, "message": message, "status": status}}),
+            other => {
+                let code = match other {
+                    ClientError::Unreachable { .. } => "unreachable",
+                    ClientError::Broken { .. } => "broken",
+                    ClientError::BadAnswer { .. } => "bad_answer",
+                    ClientError::BadAddress { .. } => "bad_address",
+                    _ => "token",
+                };
+                json!({"error": {"code": code, "message": other.to_string()}})
+            }
+        }
+    }
 }
 
 /// Where the daemon is.
@@ -64,17 +124,23 @@ fn is_loopback_url(base: &str) -> bool {
     }
 }
 
-/// The base URL of the `listen` address in `config.toml` (a wildcard address is reached over
-/// loopback), and whether it is the API over TLS.
+/// The base URL of the `listen` address in `config.toml` (or `ALBEDO_LISTEN`, which
+/// overrides it; a wildcard address is reached over loopback), and whether it is the API
+/// over TLS.
 fn configured_base(home: &Path) -> String {
     let (listen, tls) = match DaemonConfig::load(home) {
         Ok(c) => (c.listen, c.tls_cert.is_some()),
+        // An unreadable config.toml: the environment's address still holds.
         Err(_) => (
-            crate::store::daemon_config::DEFAULT_LISTEN.to_owned(),
+            std::env::var("ALBEDO_LISTEN")
+                .ok()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or_else(|| crate::store::daemon_config::DEFAULT_LISTEN.to_owned()),
             false,
         ),
     };
     let scheme = if tls { "https" } else { "http" };
+    let listen = listen.trim().to_owned();
     let hostport = match listen.parse::<std::net::SocketAddr>() {
         Ok(a) if a.ip().is_unspecified() => match a {
             std::net::SocketAddr::V4(_) => format!("127.0.0.1:{}", a.port()),
@@ -83,6 +149,77 @@ fn configured_base(home: &Path) -> String {
         _ => listen,
     };
     format!("{scheme}://{hostport}")
+}
+
+/// A daemon named by `--daemon` or `ALBEDO_DAEMON`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// A Unix socket's path.
+    Socket(PathBuf),
+    /// A base URL (`http://127.0.0.1:7420`, no trailing `/`).
+    Url(String),
+}
+
+/// Read a daemon address: `unix:PATH` or a path (`/…`, `./…`, `../…`, `~/…`) is a socket;
+/// `http://…` and `https://…` are kept (a trailing `/` dropped); a bare `PORT` is
+/// `http://127.0.0.1:PORT`; anything else is `host:port` (or `host`, port 7420) over plain
+/// HTTP.
+pub fn parse_daemon(given: &str) -> Result<Named, ClientError> {
+    let bad = |reason: &str| ClientError::BadAddress {
+        given: given.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let n = given.trim();
+    if n.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if let Some(p) = n.strip_prefix("unix:") {
+        if p.is_empty() {
+            return Err(bad("no socket path after unix:"));
+        }
+        return Ok(Named::Socket(PathBuf::from(p)));
+    }
+    if n.starts_with('/') || n.starts_with("./") || n.starts_with("../") {
+        return Ok(Named::Socket(PathBuf::from(n)));
+    }
+    if let Some(rest) = n.strip_prefix("~/") {
+        let home = std::env::var_os("HOME").ok_or_else(|| bad("HOME is not set"))?;
+        return Ok(Named::Socket(PathBuf::from(home).join(rest)));
+    }
+    let url = if n.contains("://") {
+        n.to_owned()
+    } else if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+        format!("http://127.0.0.1:{n}")
+    } else {
+        // host:port; a bare host gets the daemon's default port.
+        let has_port = match n.strip_prefix('[') {
+            Some(v6) => v6.contains("]:"),
+            None => n.contains(':'),
+        };
+        if has_port {
+            format!("http://{n}")
+        } else {
+            let port = crate::store::daemon_config::DEFAULT_LISTEN
+                .rsplit(':')
+                .next()
+                .unwrap_or("7420");
+            format!("http://{n}:{port}")
+        }
+    };
+    let u = url::Url::parse(&url).map_err(|e| bad(&e.to_string()))?;
+    if u.scheme() != "http" && u.scheme() != "https" {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if u.host().is_none() {
+        return Err(bad("no host"));
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err(bad("a query or fragment has no place in it"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(bad("credentials have no place in it (use ALBEDO_TOKEN)"));
+    }
+    Ok(Named::Url(u.as_str().trim_end_matches('/').to_owned()))
 }
 
 /// Whether the user's own daemon answers on the socket: it is a socket, the user owns it,
@@ -103,22 +240,22 @@ pub fn locate(explicit: Option<&str>) -> Result<Endpoint, ClientError> {
         .or_else(|| std::env::var(token::DAEMON_ENV).ok())
         .filter(|s| !s.trim().is_empty());
     if let Some(n) = named {
-        let n = n.trim().trim_end_matches('/').to_owned();
-        if let Some(p) = n.strip_prefix("unix:") {
-            return Ok(Endpoint::Socket(PathBuf::from(p)));
-        }
-        if n.starts_with('/') {
-            return Ok(Endpoint::Socket(PathBuf::from(n)));
-        }
-        let token = if std::env::var_os(token::TOKEN_ENV).is_some()
-            || is_loopback_url(&n)
-            || n == configured_base(&home)
-        {
-            token::client_token(&home)?
-        } else {
-            None
+        let base = match parse_daemon(&n)? {
+            Named::Socket(p) => return Ok(Endpoint::Socket(p)),
+            Named::Url(u) => u,
         };
-        return Ok(Endpoint::Tcp { base: n, token });
+        let configured = match parse_daemon(&configured_base(&home)) {
+            Ok(Named::Url(c)) => c == base,
+            _ => false,
+        };
+        let token =
+            if std::env::var_os(token::TOKEN_ENV).is_some() || is_loopback_url(&base) || configured
+            {
+                token::client_token(&home)?
+            } else {
+                None
+            };
+        return Ok(Endpoint::Tcp { base, token });
     }
     let sock = token::socket_path(&home);
     if socket_answers(&sock) {
@@ -217,9 +354,15 @@ impl DaemonClient {
             Some(b) => req.send_json(b).await,
             None => req.send().await,
         };
-        let mut r = sent.map_err(|e| ClientError::Unreachable {
-            at: at.clone(),
-            reason: e.to_string(),
+        let mut r = sent.map_err(|e| match e {
+            awc::error::SendRequestError::Connect(c) => ClientError::Unreachable {
+                at: at.clone(),
+                reason: connect_reason(&c),
+            },
+            other => ClientError::Broken {
+                at: at.clone(),
+                reason: other.to_string(),
+            },
         })?;
         let bytes = r
             .body()
@@ -232,24 +375,53 @@ impl DaemonClient {
         let v: Value = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).map_err(|e| ClientError::BadAnswer {
-                at: at.clone(),
-                reason: e.to_string(),
-            })?
+            match serde_json::from_slice(&bytes) {
+                Ok(v) => v,
+                // A refusal that is not the API's JSON (a proxy's page): its text.
+                Err(_) if !r.status().is_success() => {
+                    Value::String(String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into())
+                }
+                Err(e) => {
+                    return Err(ClientError::BadAnswer {
+                        at: at.clone(),
+                        reason: e.to_string(),
+                    })
+                }
+            }
         };
         let status = r.status();
         if !status.is_success() {
-            let message = v["error"]["message"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| v.to_string());
+            let text = |k: &str| v["error"][k].as_str().map(str::to_owned);
+            let message = text("message").unwrap_or_else(|| match &v {
+                Value::Null => status.canonical_reason().unwrap_or("no message").to_owned(),
+                other => other.to_string(),
+            });
+            let field = text("field").map(|f| match v["error"]["column"].as_u64() {
+                Some(c) => format!("{f}, column {c}"),
+                None => f,
+            });
             return Err(ClientError::Refused {
                 at,
                 status: status.as_u16(),
+                code: text("code").unwrap_or_default(),
                 message,
+                field,
+                body: v,
             });
         }
         Ok(v)
+    }
+}
+
+/// Why a connection was not made, in a few words (`connection refused`, `no such socket`).
+fn connect_reason(e: &awc::error::ConnectError) -> String {
+    match e {
+        awc::error::ConnectError::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+            std::io::ErrorKind::NotFound => "no such socket".to_owned(),
+            _ => io.to_string(),
+        },
+        other => other.to_string(),
     }
 }
 
@@ -262,7 +434,7 @@ fn connect(daemon: Option<&str>) -> Result<DaemonClient, i32> {
         Ok(e) => Ok(DaemonClient::new(e)),
         Err(e) => {
             eprintln!("albedo-mcp: {e}");
-            Err(1)
+            Err(e.exit_code())
         }
     }
 }
@@ -280,7 +452,7 @@ pub fn status(daemon: Option<&str>) -> i32 {
             }
             Err(e) => {
                 eprintln!("albedo-mcp: {e}");
-                1
+                e.exit_code()
             }
         }
     })
@@ -303,7 +475,7 @@ pub fn tools(daemon: Option<&str>) -> i32 {
                 .to_owned(),
             Err(e) => {
                 eprintln!("albedo-mcp: cannot create a session: {e}");
-                return 1;
+                return e.exit_code();
             }
         };
         let listed = c
@@ -326,7 +498,7 @@ pub fn tools(daemon: Option<&str>) -> i32 {
             }
             Err(e) => {
                 eprintln!("albedo-mcp: {e}");
-                1
+                e.exit_code()
             }
         }
     })
@@ -394,7 +566,7 @@ pub fn token(daemon: Option<&str>, rotate: bool, path: bool) -> i32 {
             },
             Err(e) => {
                 eprintln!("albedo-mcp: {e}");
-                1
+                e.exit_code()
             }
         }
     })
@@ -439,7 +611,7 @@ pub fn web(daemon: Option<&str>) -> i32 {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("albedo-mcp: {e}");
-                return 1;
+                return e.exit_code();
             }
         };
         let Some(link) = v["url"].as_str() else {
@@ -476,5 +648,99 @@ mod tests {
         assert!(!is_loopback_url("http://10.0.0.1:7420"));
         assert!(!is_loopback_url("http://localhost.attacker.example:7420"));
         assert!(!is_loopback_url("not a url"));
+    }
+
+    fn url(s: &str) -> Named {
+        Named::Url(s.to_owned())
+    }
+
+    #[test]
+    fn daemon_addresses() {
+        // host:port with no scheme is plain HTTP (url::Url alone would read `localhost:` as a
+        // scheme).
+        assert_eq!(
+            parse_daemon("localhost:7420").unwrap(),
+            url("http://localhost:7420")
+        );
+        assert_eq!(
+            parse_daemon("127.0.0.1:9000").unwrap(),
+            url("http://127.0.0.1:9000")
+        );
+        assert_eq!(
+            parse_daemon("[::1]:7420").unwrap(),
+            url("http://[::1]:7420")
+        );
+        assert_eq!(
+            parse_daemon("example.com").unwrap(),
+            url("http://example.com:7420")
+        );
+        assert_eq!(parse_daemon("[::1]").unwrap(), url("http://[::1]:7420"));
+        assert_eq!(parse_daemon("7421").unwrap(), url("http://127.0.0.1:7421"));
+        // A scheme is kept, a trailing slash dropped, spaces trimmed.
+        assert_eq!(
+            parse_daemon(" http://127.0.0.1:7420/ ").unwrap(),
+            url("http://127.0.0.1:7420")
+        );
+        assert_eq!(
+            parse_daemon("https://albedo.example:8443").unwrap(),
+            url("https://albedo.example:8443")
+        );
+        assert_eq!(
+            parse_daemon("https://proxy.example/albedo/").unwrap(),
+            url("https://proxy.example/albedo")
+        );
+        // Sockets.
+        assert_eq!(
+            parse_daemon("/run/albedo.sock").unwrap(),
+            Named::Socket("/run/albedo.sock".into())
+        );
+        assert_eq!(
+            parse_daemon("unix:/tmp/a.sock").unwrap(),
+            Named::Socket("/tmp/a.sock".into())
+        );
+        assert_eq!(
+            parse_daemon("./a.sock").unwrap(),
+            Named::Socket("./a.sock".into())
+        );
+        // Refused.
+        for bad in [
+            "",
+            "   ",
+            "unix:",
+            "ftp://example.com",
+            "http://",
+            "http://u:p@localhost:7420",
+            "http://localhost:7420/?x=1",
+            "localhost:notaport",
+        ] {
+            let e = parse_daemon(bad).unwrap_err();
+            assert!(matches!(e, ClientError::BadAddress { .. }), "{bad:?}: {e}");
+            assert_eq!(e.exit_code(), 1);
+        }
+    }
+
+    #[test]
+    fn refusals_read_the_api_error() {
+        let e = ClientError::Refused {
+            at: "x".into(),
+            status: 400,
+            code: "invalid_settings".into(),
+            message: "bad url".into(),
+            field: Some("servers.a.url".into()),
+            body: json!({"error": {"code": "invalid_settings", "message": "bad url"}}),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the daemon refused (HTTP 400, invalid_settings): bad url [field: servers.a.url]"
+        );
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(e.to_json()["error"]["code"], "invalid_settings");
+        let u = ClientError::Unreachable {
+            at: "http://127.0.0.1:7420".into(),
+            reason: "connection refused".into(),
+        };
+        assert_eq!(u.exit_code(), 2);
+        assert!(u.to_string().contains("start it with: albedo-mcp serve"));
+        assert_eq!(u.to_json()["error"]["code"], "unreachable");
     }
 }

@@ -1,6 +1,6 @@
 //! The command line: `serve` runs the daemon; `launch` is the stdio launcher (internal);
-//! `conformance-client` talks to one server directly; the other commands are clients of a
-//! running daemon's HTTP API (over its socket when it answers there, else over TCP with the
+//! `conformance-client` talks to one server directly; the other commands (`mcp …` among
+//! them, in `mcp`) are clients of a running daemon's HTTP API (over its socket when it answers there, else over TCP with the
 //! API token; see `client`) and never write its files, but for `token --rotate` with no
 //! daemon running, which writes the token file the daemon reads at start.
 
@@ -8,6 +8,7 @@ pub mod client;
 pub mod conformance;
 pub mod import;
 pub mod listen;
+pub mod mcp;
 pub mod serve;
 
 use clap::{Parser, Subcommand};
@@ -74,6 +75,9 @@ pub enum Command {
         #[arg(long)]
         daemon: Option<String>,
     },
+    /// Manage the daemon's MCP servers: list, show, add, edit, remove, enable, disable,
+    /// test, tools, call, import (all through the running daemon's API).
+    Mcp(Box<mcp::McpArgs>),
     /// Talk to one HTTP MCP server as the conformance runner's client: do the work of the
     /// scenario named in MCP_CONFORMANCE_SCENARIO and exit (0 when it all worked).
     ConformanceClient {
