@@ -8,6 +8,7 @@
 //! `migrations/`). Must not touch: actors, the HTTP API, transports.
 
 pub mod catalogue;
+pub mod cmdline;
 pub mod daemon_config;
 pub mod files;
 pub mod fingerprint;
