@@ -11,6 +11,7 @@ pub mod handle;
 pub mod registry;
 pub mod retry;
 pub mod runtime;
+pub mod strict;
 
 pub use connection::{CallError, CallTarget};
 pub use handle::ConnHandle;

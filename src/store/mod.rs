@@ -10,9 +10,12 @@
 pub mod catalogue;
 pub mod cmdline;
 pub mod daemon_config;
+pub mod edit;
 pub mod files;
 pub mod fingerprint;
 pub mod names;
+pub mod pair;
+pub mod problems;
 pub mod schema;
 pub mod settings;
 pub mod token;
