@@ -111,6 +111,38 @@ pub fn check(home: &Path) -> Vec<String> {
     out
 }
 
+/// The modification time and length of each file the problems come from.
+type Stamps = Vec<Option<(std::time::SystemTime, u64)>>;
+
+static LAST_STAMPS: Mutex<Option<(std::path::PathBuf, Stamps)>> = Mutex::new(None);
+
+fn stamps(home: &Path) -> Stamps {
+    ["extensions.json", "creds.json", "config.toml"]
+        .iter()
+        .map(|f| {
+            std::fs::metadata(home.join(f))
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())))
+        })
+        .collect()
+}
+
+/// Check and report again only when one of the files changed since the last call (a few
+/// `stat`s otherwise): called on every preparation, so each change is logged once.
+pub fn report_on_change(home: &Path) {
+    let now = stamps(home);
+    if let Ok(mut last) = LAST_STAMPS.lock() {
+        if last
+            .as_ref()
+            .is_some_and(|(h, s)| h.as_path() == home && *s == now)
+        {
+            return;
+        }
+        *last = Some((home.to_path_buf(), now));
+    }
+    report(&check(home));
+}
+
 /// What was logged last: a problem is logged when it appears, and again only after it was
 /// gone for a while (fixed, then broken again).
 static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
