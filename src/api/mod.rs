@@ -8,6 +8,7 @@
 
 pub mod body;
 pub mod pane;
+pub mod trial;
 pub mod trust;
 
 use crate::actors::composition::{
@@ -295,6 +296,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
                 .route(web::put().to(put_session_server)),
         )
         .service(resource("/settings/mcp/suggest-name", "GET").route(web::get().to(suggest_name)))
+        .service(
+            resource("/settings/mcp/servers/{name}/test", "POST")
+                .route(web::post().to(trial::test_server)),
+        )
         .service(resource("/login/once", "POST").route(web::post().to(pane::issue_link)))
         .service(resource("/login", "GET").route(web::get().to(pane::login)))
         .service(resource("/token/rotate", "POST").route(web::post().to(pane::rotate_token)))
