@@ -189,10 +189,7 @@ pub async fn trial(server: &ResolvedServer, ctx: &ConnContext) -> TrialReport {
     };
     let staged = run.stages(sink, &mut capture, &mut report);
     if tokio::time::timeout_at(deadline, staged).await.is_err() && report.error.is_none() {
-        report.error = Some(format!(
-            "the server did not finish starting within {} ms (startupTimeoutMs)",
-            server.config.startup_timeout_ms
-        ));
+        report.error = Some(timed_out(server));
     }
     // The launcher could not start the command: the server never ran, and the launcher's
     // words say why better than the handshake that failed after.
@@ -210,6 +207,14 @@ pub async fn trial(server: &ResolvedServer, ctx: &ConnContext) -> TrialReport {
     }
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     report
+}
+
+/// The error of a trial that ran out of time.
+fn timed_out(server: &ResolvedServer) -> String {
+    format!(
+        "the server did not finish starting within {} ms (startupTimeoutMs)",
+        server.config.startup_timeout_ms
+    )
 }
 
 /// One trial's fixed parts.
@@ -281,7 +286,11 @@ impl Run<'_> {
                     report.spawned = answered(&e) || self.seen.answered.load(Ordering::Acquire);
                 }
                 report.needs_sign_in = matches!(e, HandshakeError::NeedsAuth { .. });
-                report.error = Some(redact.clean(&e.to_string()));
+                report.error = Some(match e {
+                    // What was left of the startup time ran out.
+                    HandshakeError::Timeout(_) => timed_out(self.server),
+                    e => redact.clean(&e.to_string()),
+                });
                 return;
             }
         };
@@ -301,7 +310,10 @@ impl Run<'_> {
                 if let DiscoveryError::Rpc(r) = &e {
                     report.needs_sign_in = transport_error(r).is_some_and(sign_in_status);
                 }
-                report.error = Some(redact.clean(&e.to_string()));
+                report.error = Some(match e {
+                    DiscoveryError::Timeout(_) => timed_out(self.server),
+                    e => redact.clean(&e.to_string()),
+                });
             }
         }
     }
