@@ -9,6 +9,7 @@
 pub mod body;
 pub mod pane;
 pub mod settings;
+pub mod trial;
 pub mod trust;
 
 use crate::actors::composition::{
@@ -312,6 +313,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         .service(
             resource("/settings/mcp/suggest-name", "GET")
                 .route(web::get().to(settings::suggest_name)),
+        )
+        .service(
+            resource("/settings/mcp/servers/{name}/test", "POST")
+                .route(web::post().to(trial::test_server)),
         )
         .service(resource("/login/once", "POST").route(web::post().to(pane::issue_link)))
         .service(resource("/login", "GET").route(web::get().to(pane::login)))
