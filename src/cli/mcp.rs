@@ -440,14 +440,15 @@ async fn tools(c: &DaemonClient, out: Out, name: Option<&str>) -> Result<i32, Mc
         .filter(|t| name.is_none_or(|n| t["server"] == n))
         .cloned()
         .collect();
-    // The server asked for and not connected: a failure to say.
-    let failed = name.is_some() && servers.iter().any(|s| s["state"] != "connected");
+    // The server asked for cannot serve its tools: a failure to say. (`connecting`: its
+    // saved catalogue is listed while it dials.)
+    let failed = name.is_some() && servers.iter().any(unusable);
     if out.json {
         out.json(&json!({"tools": tools, "servers": servers}));
     } else {
         print!("{}", render_tools(&tools));
         for s in &servers {
-            if s["state"] != "connected" && s["state"] != "disabled" {
+            if unusable(s) {
                 let mut line = format!(
                     "albedo-mcp: {}: {}",
                     s["name"].as_str().unwrap_or("?"),
@@ -461,6 +462,14 @@ async fn tools(c: &DaemonClient, out: Out, name: Option<&str>) -> Result<i32, Mc
         }
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// A session's server that gives no tools: not connected, connecting or switched off.
+fn unusable(s: &Value) -> bool {
+    !matches!(
+        s["state"].as_str(),
+        Some("connected" | "connecting" | "disabled")
+    )
 }
 
 async fn call(
@@ -895,8 +904,15 @@ pub fn render_show(name: &str, s: &Value) -> String {
     if s["headers"].is_object() {
         row("headers", sourced_names(&s["headers"]));
     }
+    let mut bearer = Vec::new();
+    if s["bearerToken"].is_object() {
+        bearer.push("secret".to_owned());
+    }
     if let Some(v) = s["bearerTokenEnvVar"].as_str() {
-        row("bearer token", format!("from ${v}"));
+        bearer.push(format!("from ${v}"));
+    }
+    if !bearer.is_empty() {
+        row("bearer token", bearer.join(", else "));
     }
     row("enabled tools", list_or(&s["enabledTools"], "all"));
     row("disabled tools", list_or(&s["disabledTools"], "none"));
