@@ -549,8 +549,57 @@ fn parse_arguments(a: &str) -> Result<Value, McpError> {
     }
 }
 
-/// One line of standard input, its line end removed.
-fn stdin_line() -> Result<String, McpError> {
+/// Standard input's terminal with echo off until dropped (the old settings put back).
+struct NoEcho(Option<nix::libc::termios>);
+
+impl NoEcho {
+    fn new() -> NoEcho {
+        // SAFETY: tcgetattr and tcsetattr on fd 0 with a termios the call fills; a failure
+        // (not a terminal) leaves everything as it was.
+        unsafe {
+            let mut t: nix::libc::termios = std::mem::zeroed();
+            if nix::libc::tcgetattr(0, &mut t) != 0 {
+                return NoEcho(None);
+            }
+            let old = t;
+            t.c_lflag &= !nix::libc::ECHO;
+            if nix::libc::tcsetattr(0, nix::libc::TCSANOW, &t) != 0 {
+                return NoEcho(None);
+            }
+            NoEcho(Some(old))
+        }
+    }
+}
+
+impl Drop for NoEcho {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            // SAFETY: puts back the settings read in `new`.
+            unsafe {
+                nix::libc::tcsetattr(0, nix::libc::TCSANOW, old);
+            }
+        }
+    }
+}
+
+/// One line of standard input, its line end removed. On a terminal: a prompt, and what is
+/// typed not shown.
+fn stdin_line(what: &str) -> Result<String, McpError> {
+    use std::io::IsTerminal;
+    let _no_echo = if std::io::stdin().is_terminal() {
+        eprint!("{what} (not shown), then Enter: ");
+        Some(NoEcho::new())
+    } else {
+        None
+    };
+    let read = read_stdin_line();
+    if _no_echo.is_some() {
+        eprintln!();
+    }
+    read
+}
+
+fn read_stdin_line() -> Result<String, McpError> {
     let mut s = String::new();
     let n = std::io::stdin()
         .read_line(&mut s)
@@ -567,18 +616,22 @@ fn stdin_line() -> Result<String, McpError> {
 fn secret_value(
     what: &str,
     given: &str,
-    read: &mut dyn FnMut() -> Result<String, McpError>,
+    read: &mut dyn FnMut(&str) -> Result<String, McpError>,
 ) -> Result<String, McpError> {
     let v = if given == "-" {
-        read()?
+        read(what)?
     } else {
         given.to_owned()
     };
     if v.is_empty() || v == "-" {
+        let remove = match what.split_once(' ') {
+            Some(("--env", key)) => format!("--remove-env {key}"),
+            Some((flag, _)) => format!("--remove-{}", flag.trim_start_matches("--")),
+            None => format!("--remove-{}", what.trim_start_matches("--")),
+        };
         return Err(McpError::Usage(format!(
             "{what}: an empty value (or `-` read from standard input) is not a secret; \
-             to remove it use --remove-{}",
-            what.trim_start_matches("--")
+             to remove it use {remove}"
         )));
     }
     Ok(v)
@@ -601,7 +654,7 @@ pub fn build_patch(
     f: &ServerFlags,
     remove: Option<&RemoveFlags>,
     adding: bool,
-    read: &mut dyn FnMut() -> Result<String, McpError>,
+    read: &mut dyn FnMut(&str) -> Result<String, McpError>,
 ) -> Result<Value, McpError> {
     let none = RemoveFlags::default();
     let r = remove.unwrap_or(&none);
@@ -690,7 +743,7 @@ pub fn build_patch(
     }
     if let Some(h) = &f.header {
         let (hn, hv) = split_pair("--header", h)?;
-        let value = secret_value("--header", hv, read)?;
+        let value = secret_value(&format!("--header {hn}"), hv, read)?;
         secrets.insert("header".into(), json!({"name": hn, "value": value}));
     }
     if r.remove_header {
@@ -699,7 +752,7 @@ pub fn build_patch(
     let mut env = Map::new();
     for e in &f.env {
         let (k, v) = split_pair("--env", e)?;
-        let value = secret_value("--env", v, read)?;
+        let value = secret_value(&format!("--env {k}"), v, read)?;
         env.insert(k.to_owned(), json!(value));
     }
     for k in &r.remove_env {
@@ -1120,7 +1173,7 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn no_stdin() -> Result<String, McpError> {
+    fn no_stdin(_: &str) -> Result<String, McpError> {
         panic!("standard input read when nothing asked for it")
     }
 
@@ -1140,7 +1193,7 @@ mod tests {
     fn patch_of(args: &[&str], lines: &[&str]) -> Result<Value, McpError> {
         let mut lines: std::collections::VecDeque<String> =
             lines.iter().map(|s| s.to_string()).collect();
-        let mut read = || {
+        let mut read = |_: &str| {
             lines
                 .pop_front()
                 .ok_or_else(|| McpError::Stdin("it is empty".into()))
