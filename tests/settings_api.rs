@@ -579,3 +579,21 @@ fn configuration_problems_are_reported_by_the_api_and_logged_once() {
     assert_eq!(logged("ALBEDO_TEST_UNSET_VARIABLE_X"), 1, "{log}");
     assert_eq!(logged("broken"), 1, "{log}");
 }
+
+#[test]
+fn an_inline_secret_a_hand_edit_wrote_is_never_shown() {
+    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "inline": {"type": "stdio", "command": "/bin/true", "env": {"TOKEN": SECRET}},
+        "userinfo": {"type": "http", "url": format!("https://me:{BEARER}@example.com/mcp")},
+    }}}));
+    let (st, g) = d.get("/settings/mcp");
+    assert_eq!(st, 200, "{g}");
+    no_secret_in("GET /settings/mcp", &g.to_string());
+    assert_eq!(g["servers"]["inline"]["status"]["state"], "invalid", "{g}");
+    assert!(
+        g["servers"]["inline"]["env"]["TOKEN"]["inline"].is_string(),
+        "{g}"
+    );
+    assert!(!g["problems"].as_array().unwrap().is_empty(), "{g}");
+    no_secret_in("the daemon's log", &d.log());
+}
