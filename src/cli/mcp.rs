@@ -905,6 +905,8 @@ fn sourced_names(m: &Value) -> String {
                 "secret".to_owned()
             } else if let Some(e) = v["env"].as_str() {
                 format!("from ${e}")
+            } else if v.get("inline").is_some() {
+                "inlined by hand: hidden and not used; set it again".to_owned()
             } else {
                 "in extensions.json".to_owned()
             };
