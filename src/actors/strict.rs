@@ -3,7 +3,7 @@
 //! runs as a supervised connection of its own under the daemon-wide dial limit; what it
 //! discovered is saved under the new fingerprint, so the sessions that reload next advertise
 //! it at once instead of waiting on the server a second time. The connection is closed
-//! afterwards (its process group ended). Also `SavedTools`: what the saved catalogues say,
+//! afterwards (its process group ended). Also `SavedTools`: the tools of the saved catalogues,
 //! for the settings view of servers no session has open.
 //!
 //! Owns: those two messages. Must not touch: files (the API writes them after a success), the
@@ -77,7 +77,12 @@ impl Handler<TryServers> for Runtime {
                             let out = TryOutcome::Connected {
                                 era: st.era,
                                 protocol_version: st.protocol_version,
-                                tools: cat.tools.len(),
+                                tools: cat
+                                    .tools
+                                    .iter()
+                                    .filter_map(crate::protocol::model::tool_name)
+                                    .filter(|t| server.config.tool_allowed(t))
+                                    .count(),
                                 resources: cat.resources.len() + cat.resource_templates.len(),
                                 prompts: cat.prompts.len(),
                             };
@@ -113,7 +118,8 @@ pub struct SavedTools;
 #[derive(Debug, Clone)]
 pub struct SavedSummary {
     pub fingerprint: String,
-    pub tools: usize,
+    /// The names of its tools (the settings view counts those the server's filters allow).
+    pub tools: Vec<String>,
 }
 
 impl Handler<SavedTools> for Runtime {
@@ -133,7 +139,12 @@ impl Handler<SavedTools> for Runtime {
                             name,
                             SavedSummary {
                                 fingerprint,
-                                tools: cat.tools.len(),
+                                tools: cat
+                                    .tools
+                                    .iter()
+                                    .filter_map(crate::protocol::model::tool_name)
+                                    .map(str::to_owned)
+                                    .collect(),
                             },
                         )
                     })

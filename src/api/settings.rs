@@ -268,7 +268,7 @@ async fn status_of(
     let tools = saved
         .get(name)
         .filter(|s| Some(s.fingerprint.as_str()) == fingerprint)
-        .map(|s| s.tools);
+        .map(|s| s.tools.iter().filter(|t| cfg.tool_allowed(t)).count());
     json!({"state": "not_connected", "era": null, "protocol_version": null, "tools": tools, "last_error": null})
 }
 

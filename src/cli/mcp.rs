@@ -112,6 +112,12 @@ pub struct ServerFlags {
     /// (repeatable); KEY=- reads the value from standard input.
     #[arg(long, value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// Offer only these tools of the server (repeatable; replaces the stored list).
+    #[arg(long = "enabled-tool", value_name = "TOOL")]
+    pub enabled_tools: Vec<String>,
+    /// Never offer this tool of the server (repeatable; replaces the stored list).
+    #[arg(long = "disabled-tool", value_name = "TOOL")]
+    pub disabled_tools: Vec<String>,
     /// Switch the server off.
     #[arg(long)]
     pub disabled: bool,
@@ -138,6 +144,9 @@ pub struct RemoveFlags {
     /// Forget a stored environment variable (repeatable).
     #[arg(long, value_name = "KEY")]
     pub remove_env: Vec<String>,
+    /// Offer every tool again (clears the enabled and disabled tool lists).
+    #[arg(long, conflicts_with_all = ["enabled_tools", "disabled_tools"])]
+    pub all_tools: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -723,6 +732,16 @@ pub fn build_patch(
     }
     if r.remove_bearer_token_env {
         server.insert("bearerTokenEnvVar".into(), Value::Null);
+    }
+    if !f.enabled_tools.is_empty() {
+        server.insert("enabledTools".into(), json!(f.enabled_tools));
+    }
+    if !f.disabled_tools.is_empty() {
+        server.insert("disabledTools".into(), json!(f.disabled_tools));
+    }
+    if r.all_tools {
+        server.insert("enabledTools".into(), Value::Null);
+        server.insert("disabledTools".into(), Value::Null);
     }
     if f.disabled {
         server.insert("enabled".into(), json!(false));
