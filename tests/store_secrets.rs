@@ -72,6 +72,7 @@ fn stored_and_environment_secrets_reach_the_server_and_nothing_else() {
         "ALBEDO_HOME",
         "ALBEDO_LOG",
         "ALBEDO_MCP_CONTROL_FD",
+        "ALBEDO_MCP_STDERR_FD",
     ] {
         assert!(env.get(absent).is_none(), "{absent} in {env}");
     }

@@ -71,7 +71,7 @@ impl DialLimit {
         DialLimit(Arc::new(tokio::sync::Semaphore::new(n.max(1))))
     }
 
-    async fn acquire(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    pub(crate) async fn acquire(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.0.acquire().await.ok()
     }
 }
@@ -280,7 +280,7 @@ impl DiscoverError {
 
 /// Every secret value of a server's configuration: the env values it names (not `HOME`,
 /// `PATH`, `TMPDIR`), its header values, and a bearer token alone.
-fn secret_values(server: &ResolvedServer) -> Vec<String> {
+pub(crate) fn secret_values(server: &ResolvedServer) -> Vec<String> {
     let mut out = Vec::new();
     match (&server.transport, &server.config.transport) {
         (ResolvedTransport::Stdio { env, .. }, TransportConfig::Stdio { env: named, .. }) => {

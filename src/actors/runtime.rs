@@ -280,6 +280,7 @@ struct Env {
 /// Read the settings: the extension's default and the `mcp` section.
 pub async fn read_settings(home: PathBuf) -> Result<(ExtensionsFile, Credentials), PrepareError> {
     tokio::task::spawn_blocking(move || {
+        crate::store::problems::report_on_change(&home);
         Ok::<_, SettingsError>((ExtensionsFile::load(&home)?, Credentials::load(&home)?))
     })
     .await

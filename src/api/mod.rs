@@ -8,6 +8,8 @@
 
 pub mod body;
 pub mod pane;
+pub mod settings;
+pub mod trial;
 pub mod trust;
 
 use crate::actors::composition::{
@@ -16,7 +18,6 @@ use crate::actors::composition::{
 use crate::actors::connection::{CallError, CallTarget};
 use crate::actors::runtime::Runtime;
 use crate::advertise::ToolKind;
-use crate::store::settings::ExtensionsFile;
 use actix::prelude::*;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
@@ -63,8 +64,14 @@ pub struct AppState {
     pub home: PathBuf,
     pub runtime: Addr<Runtime>,
     pub sessions: RwLock<HashMap<String, SessionHandle>>,
-    /// Serializes writes of `extensions.json` by the API.
-    pub settings_lock: Mutex<()>,
+    /// Serializes changes of the settings files by the API (held across a strict save's
+    /// trial of its servers).
+    pub settings_lock: tokio::sync::Mutex<()>,
+    /// The digest of `extensions.json` as the daemon last read or wrote it: a PATCH over a
+    /// hand edit made since is refused (`changed_on_disk`).
+    pub known_extensions: Mutex<settings::FileDigest>,
+    /// The last strict save's trial of each server, under the fingerprint it tried.
+    pub tried: Mutex<HashMap<String, (String, crate::actors::strict::TryOutcome)>>,
     pub next_session: AtomicU64,
     pub limits: SessionLimits,
     /// The origin of `last_active`.
@@ -74,10 +81,12 @@ pub struct AppState {
 impl AppState {
     pub fn new(home: PathBuf, runtime: Addr<Runtime>, limits: SessionLimits) -> AppState {
         AppState {
+            known_extensions: Mutex::new(settings::digest_on_disk(&home)),
+            tried: Mutex::new(HashMap::new()),
             home,
             runtime,
             sessions: RwLock::new(HashMap::new()),
-            settings_lock: Mutex::new(()),
+            settings_lock: tokio::sync::Mutex::new(()),
             next_session: AtomicU64::new(1),
             limits,
             started: tokio::time::Instant::now(),
@@ -273,9 +282,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
                 .route(web::post().to(call_tool)),
         )
         .service(resource("/healthz", "GET").route(web::get().to(healthz)))
-        .service(resource("/extensions", "GET").route(web::get().to(get_extensions)))
-        .service(resource("/extensions/mcp", "PUT").route(web::put().to(put_extension)))
-        .service(resource("/extensions/mcp/reload", "POST").route(web::post().to(reload_all)))
+        .service(resource("/extensions", "GET").route(web::get().to(settings::get_extensions)))
+        .service(resource("/extensions/mcp", "PUT").route(web::put().to(settings::put_extension)))
+        .service(
+            resource("/extensions/mcp/reload", "POST").route(web::post().to(settings::reload_all)),
+        )
         .service(resource("/sessions", "POST").route(web::post().to(create_session)))
         .service(
             resource("/sessions/{id}", "GET, DELETE")
@@ -294,7 +305,19 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
             resource("/sessions/{id}/servers/{name}", "PUT")
                 .route(web::put().to(put_session_server)),
         )
-        .service(resource("/settings/mcp/suggest-name", "GET").route(web::get().to(suggest_name)))
+        .service(
+            resource("/settings/mcp", "GET, PATCH")
+                .route(web::get().to(settings::get_settings))
+                .route(web::patch().to(settings::patch_settings)),
+        )
+        .service(
+            resource("/settings/mcp/suggest-name", "GET")
+                .route(web::get().to(settings::suggest_name)),
+        )
+        .service(
+            resource("/settings/mcp/servers/{name}/test", "POST")
+                .route(web::post().to(trial::test_server)),
+        )
         .service(resource("/login/once", "POST").route(web::post().to(pane::issue_link)))
         .service(resource("/login", "GET").route(web::get().to(pane::login)))
         .service(resource("/token/rotate", "POST").route(web::post().to(pane::rotate_token)))
@@ -315,154 +338,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         }));
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SuggestQuery {
-    url: Option<String>,
-    command_line: Option<String>,
-}
-
-/// `GET /settings/mcp/suggest-name?url=...` or `?command_line=...`: a valid server name that
-/// is not taken, from the URL's host or the command's package.
-async fn suggest_name(
-    state: web::Data<AppState>,
-    query: Result<web::Query<SuggestQuery>, actix_web::Error>,
-) -> Result<HttpResponse, ApiError> {
-    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m);
-    let q = query.map_err(|e| bad(format!("invalid query: {e}")))?;
-    let ext = load_extensions(state.home.clone()).await?;
-    let taken: Vec<String> = ext
-        .mcp()
-        .map(|m| m.servers.iter().map(|c| c.name.clone()).collect())
-        .unwrap_or_default();
-    let name = match (&q.url, &q.command_line) {
-        (Some(u), None) => crate::store::names::suggest_for_url(u, &taken),
-        (None, Some(c)) => crate::store::names::suggest_for_command(c, &taken),
-        _ => return Err(bad("give exactly one of `url` and `command_line`".into())),
-    }
-    .map_err(|e| bad(e.to_string()))?;
-    Ok(HttpResponse::Ok().json(json!({ "name": name })))
-}
-
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"ok": true}))
-}
-
-async fn load_extensions(home: PathBuf) -> Result<ExtensionsFile, ApiError> {
-    web::block(move || ExtensionsFile::load(&home))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_settings",
-                e.to_string(),
-            )
-        })
-}
-
-async fn get_extensions(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let ext = load_extensions(state.home.clone()).await?;
-    Ok(HttpResponse::Ok().json(json!({
-        "extensions": [{"name": "mcp", "installed": true, "enabled": ext.mcp_enabled()}],
-        "mcp": {"enabled": ext.mcp_enabled()},
-    })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnabledBody {
-    enabled: bool,
-}
-
-async fn put_extension(
-    state: web::Data<AppState>,
-    Strict(body): Strict<EnabledBody>,
-) -> Result<HttpResponse, ApiError> {
-    let on = body.enabled;
-    let st = state.clone();
-    web::block(move || {
-        let _g = st.settings_lock.lock();
-        let mut ext = ExtensionsFile::load(&st.home)?;
-        ext.set_mcp_enabled(on);
-        ext.save(&st.home)
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-    .map_err(|e| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_settings",
-            e.to_string(),
-        )
-    })?;
-    let sessions: Vec<SessionHandle> = state
-        .sessions
-        .read()
-        .map(|s| s.values().cloned().collect())
-        .unwrap_or_default();
-    let results = futures_util::future::join_all(sessions.iter().map(|s| {
-        s.addr.send(Reload {
-            choice: None,
-            default_enabled: Some(on),
-            reread: false,
-            server: None,
-        })
-    }))
-    .await;
-    let errors: Vec<String> = results
-        .into_iter()
-        .filter_map(|r| match r {
-            Ok(Err(e)) => Some(e),
-            _ => None,
-        })
-        .collect();
-    Ok(HttpResponse::Ok().json(json!({"mcp": {"enabled": on}, "errors": errors})))
-}
-
-/// A body that names nothing (`{}`, or none at all).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct NoFields {}
-
-async fn reload_all(
-    state: web::Data<AppState>,
-    _body: Optional<NoFields>,
-) -> Result<HttpResponse, ApiError> {
-    let ext = load_extensions(state.home.clone()).await?;
-    let sessions: Vec<(String, SessionHandle)> = state
-        .sessions
-        .read()
-        .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
-    let results = futures_util::future::join_all(sessions.iter().map(|(_, s)| {
-        s.addr.send(Reload {
-            choice: None,
-            default_enabled: Some(ext.mcp_enabled()),
-            reread: true,
-            server: None,
-        })
-    }))
-    .await;
-    let mut out = Map::new();
-    let mut failed = false;
-    for ((id, _), r) in sessions.iter().zip(results) {
-        let v = match r {
-            Ok(Ok(g)) => json!({"generation": g}),
-            Ok(Err(e)) => {
-                failed = true;
-                json!({"error": e})
-            }
-            Err(e) => json!({"error": e.to_string()}),
-        };
-        out.insert(id.clone(), v);
-    }
-    let status = if failed {
-        StatusCode::UNPROCESSABLE_ENTITY
-    } else {
-        StatusCode::OK
-    };
-    Ok(HttpResponse::build(status).json(json!({"sessions": out})))
 }
 
 #[derive(Deserialize, Default)]
@@ -487,7 +364,7 @@ async fn create_session(
             ),
         ));
     }
-    let ext = load_extensions(state.home.clone()).await?;
+    let ext = settings::load_extensions(state.home.clone()).await?;
     let n = state.next_session.fetch_add(1, Ordering::Relaxed);
     let id = format!("s{n}-{:08x}", rand::random::<u32>());
     let (comp, shared, events) =
@@ -558,7 +435,7 @@ async fn delete_session(
 async fn put_session_extension(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    Strict(body): Strict<EnabledBody>,
+    Strict(body): Strict<settings::EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
     let reload = Reload {
@@ -593,12 +470,12 @@ async fn reload_then_view(
 async fn put_session_server(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    Strict(body): Strict<EnabledBody>,
+    Strict(body): Strict<settings::EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, name) = path.into_inner();
     body::server_name(&name)?;
     let s = session(&state, &id)?;
-    let ext = load_extensions(state.home.clone()).await?;
+    let ext = settings::load_extensions(state.home.clone()).await?;
     let configured = ext
         .mcp()
         .map(|m| m.servers.iter().any(|c| c.name == name))

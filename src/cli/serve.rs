@@ -117,6 +117,19 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         );
     }
     crate::store::fingerprint::FingerprintKey::load_or_create(&home)?;
+    // A settings change a crash interrupted is finished before anything reads the files.
+    match crate::store::pair::recover(&home) {
+        Ok(crate::store::pair::Recovery::Clean) => {}
+        Ok(crate::store::pair::Recovery::Finished) => tracing::warn!(
+            "a settings change was interrupted (the daemon stopped while saving); it is finished now"
+        ),
+        Ok(crate::store::pair::Recovery::MovedAside(p)) => tracing::warn!(
+            path = %p.display(),
+            "an unreadable settings journal was moved aside; extensions.json and creds.json are left as they are"
+        ),
+        Err(e) => tracing::error!(error = %e, "cannot finish an interrupted settings change"),
+    }
+    crate::store::problems::report(&crate::store::problems::check(&home));
     release_large_buffers();
     let listen = listen.unwrap_or_else(|| cfg.listen.clone());
     // The API token: read, or created on the first start; registered with the log writer's

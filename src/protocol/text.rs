@@ -77,6 +77,57 @@ impl Redactor {
         out
     }
 
+    /// `s`, a piece cut out of a longer text (`cut_start`: text came before it; `cut_end`:
+    /// text may follow), without secrets: besides whole secrets, a start that is the end of
+    /// a secret, and an end that is the beginning of one, are redacted too (a secret cut in
+    /// half by the cut). Not cut, control characters kept.
+    pub fn redact_piece(&self, s: &str, cut_start: bool, cut_end: bool) -> String {
+        let mut start = 0;
+        if cut_start {
+            // The longest proper end of a secret that `s` starts with.
+            for secret in &self.secrets {
+                for (i, _) in secret.char_indices().skip(1) {
+                    let tail = &secret[i..];
+                    if tail.len() > start && s.starts_with(tail) {
+                        start = tail.len();
+                        break;
+                    }
+                }
+            }
+        }
+        let mut end = s.len();
+        if cut_end {
+            // The longest proper beginning of a secret that `s` ends with (after `start`).
+            let rest = &s[start..];
+            let mut longest = 0;
+            for secret in &self.secrets {
+                for (i, _) in secret
+                    .char_indices()
+                    .skip(1)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                {
+                    let head = &secret[..i];
+                    if head.len() > longest && rest.ends_with(head) {
+                        longest = head.len();
+                        break;
+                    }
+                }
+            }
+            end = s.len() - longest;
+        }
+        let mut out = String::with_capacity(s.len());
+        if start > 0 {
+            out.push_str(REDACTED);
+        }
+        out.push_str(&self.redact(&s[start..end]));
+        if end < s.len() {
+            out.push_str(REDACTED);
+        }
+        out
+    }
+
     /// Redact every string (keys included) of a JSON value a server sent.
     pub fn redact_json(&self, v: &mut serde_json::Value) {
         use serde_json::Value;
@@ -274,6 +325,27 @@ mod tests {
         assert!(!v.to_string().contains("abc"), "{v}");
         assert!(!v.to_string().contains("\"x\""), "{v}");
         // An empty secret never matches everything.
+        assert_eq!(
+            Redactor::new(["".into()]).redact_piece("keep", true, true),
+            "keep"
+        );
         assert_eq!(Redactor::new(["".into()]).redact("keep"), "keep");
+    }
+
+    #[test]
+    fn a_piece_cut_out_of_a_text_loses_the_halves_of_secrets_at_its_edges() {
+        let r = Redactor::new(["s3cret-value".into(), "other".into()]);
+        // Whole secrets anywhere; the end of one at a cut start; the beginning of one at a
+        // cut end.
+        assert_eq!(
+            r.redact_piece("ret-value; other; s3cr", true, true),
+            "[redacted]; [redacted]; [redacted]"
+        );
+        // Uncut edges are left alone.
+        assert_eq!(r.redact_piece("value s3c", false, false), "value s3c");
+        assert_eq!(r.redact_piece("e\n", true, false), "[redacted]\n");
+        assert_eq!(r.redact_piece("x\n", true, true), "x\n");
+        // A secret whole at the start of a cut piece is redacted once.
+        assert_eq!(r.redact_piece("other x", true, false), "[redacted] x");
     }
 }

@@ -8,10 +8,14 @@
 //! `migrations/`). Must not touch: actors, the HTTP API, transports.
 
 pub mod catalogue;
+pub mod cmdline;
 pub mod daemon_config;
+pub mod edit;
 pub mod files;
 pub mod fingerprint;
 pub mod names;
+pub mod pair;
+pub mod problems;
 pub mod schema;
 pub mod settings;
 pub mod token;

@@ -54,7 +54,7 @@ pub fn suggest_for_url(url: &str, taken: &[String]) -> Result<String, NameError>
 /// not one of `taken`.
 pub fn suggest_for_command(command_line: &str, taken: &[String]) -> Result<String, NameError> {
     let words =
-        shell_words::split(command_line).map_err(|e| NameError::CommandLine(e.to_string()))?;
+        super::cmdline::split(command_line).map_err(|e| NameError::CommandLine(e.to_string()))?;
     let Some(program) = words.first() else {
         return Err(NameError::EmptyCommand);
     };

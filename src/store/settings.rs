@@ -123,6 +123,13 @@ pub fn creds_path(home: &Path) -> PathBuf {
     home.join("creds.json")
 }
 
+/// A settings file's text: pretty JSON and a final newline.
+pub fn to_file_bytes(raw: &Map<String, Value>) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(raw).unwrap_or_else(|_| b"{}".to_vec());
+    bytes.push(b'\n');
+    bytes
+}
+
 /// A JSON object read from `path`. Blank text is `blank` (an error, or no settings).
 fn parse_object(
     path: &Path,
@@ -149,21 +156,33 @@ impl ExtensionsFile {
     /// Read `extensions.json`: missing is no settings; empty or blank is an error.
     pub fn load(home: &Path) -> Result<ExtensionsFile, SettingsError> {
         let path = extensions_path(home);
-        let raw = match std::fs::read(&path) {
-            Ok(bytes) => parse_object(&path, &bytes, || {
+        match std::fs::read(&path) {
+            Ok(bytes) => Self::parse(home, Some(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::parse(home, None),
+            Err(source) => Err(SettingsError::Io {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// `extensions.json` from its bytes (`None`: the file does not exist).
+    pub fn parse(home: &Path, bytes: Option<&[u8]>) -> Result<ExtensionsFile, SettingsError> {
+        let path = extensions_path(home);
+        let raw = match bytes {
+            Some(bytes) => parse_object(&path, bytes, || {
                 Err(SettingsError::Empty {
                     path: path.display().to_string(),
                 })
             })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
-            Err(source) => {
-                return Err(SettingsError::Io {
-                    path: path.display().to_string(),
-                    source,
-                })
-            }
+            None => Map::new(),
         };
         Ok(ExtensionsFile { raw })
+    }
+
+    /// The file's text as the daemon writes it.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        to_file_bytes(&self.raw)
     }
 
     /// The extension's default for every session (off on a fresh install).
@@ -190,14 +209,7 @@ impl ExtensionsFile {
 
     pub fn save(&self, home: &Path) -> Result<(), SettingsError> {
         let path = extensions_path(home);
-        let mut bytes =
-            serde_json::to_vec_pretty(&Value::Object(self.raw.clone())).map_err(|source| {
-                SettingsError::Json {
-                    path: path.display().to_string(),
-                    source,
-                }
-            })?;
-        bytes.push(b'\n');
+        let bytes = self.to_bytes();
         write_atomic(&path, &bytes, 0o644).map_err(|source| SettingsError::Write {
             path: path.display().to_string(),
             source,
@@ -223,12 +235,25 @@ pub fn valid_server_name(name: &str) -> bool {
 }
 
 pub fn parse_mcp(section: Option<&Value>) -> Result<McpSettings, SettingsError> {
+    let (out, bad) = parse_mcp_each(section)?;
+    match bad.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Like [`parse_mcp`], but a server that does not parse is set aside with its error instead
+/// of failing the whole section (what `GET /settings/mcp` and the problem report show).
+pub fn parse_mcp_each(
+    section: Option<&Value>,
+) -> Result<(McpSettings, Vec<(String, SettingsError)>), SettingsError> {
     let mut out = McpSettings {
         retry_ms: DEFAULT_RETRY_MS,
         ..Default::default()
     };
+    let mut bad = Vec::new();
     let Some(section) = section else {
-        return Ok(out);
+        return Ok((out, bad));
     };
     let obj = section
         .as_object()
@@ -240,8 +265,10 @@ pub fn parse_mcp(section: Option<&Value>) -> Result<McpSettings, SettingsError> 
                     SettingsError::Section("`mcp.servers` must be an object".into())
                 })?;
                 for (name, def) in servers {
-                    out.servers
-                        .push(parse_server(name, def, &mut out.warnings)?);
+                    match parse_server(name, def, &mut out.warnings) {
+                        Ok(s) => out.servers.push(s),
+                        Err(e) => bad.push((name.clone(), e)),
+                    }
                 }
             }
             "retryMs" => {
@@ -254,7 +281,7 @@ pub fn parse_mcp(section: Option<&Value>) -> Result<McpSettings, SettingsError> 
             )),
         }
     }
-    Ok(out)
+    Ok((out, bad))
 }
 
 fn invalid(server: &str, message: impl Into<String>) -> SettingsError {
@@ -361,10 +388,10 @@ fn parse_server(
                     .as_object()
                     .ok_or_else(|| invalid(name, "`env` must be an object"))?;
                 for (k, v) in m {
-                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                    if !valid_env_name(k) {
                         return Err(invalid(
                             name,
-                            format!("invalid environment variable name {k:?}"),
+                            format!("invalid environment variable name {k:?} (use letters, digits and `_`, not starting with a digit)"),
                         ));
                     }
                     env.insert(k.clone(), secret_ref(name, &format!("env.{k}"), v)?);
@@ -388,26 +415,32 @@ fn parse_server(
             let url =
                 str_field("url")?.ok_or_else(|| invalid(name, "an http server needs `url`"))?;
             validate_url(name, &url)?;
-            let bearer_token = str_field("bearerTokenEnvVar")?.map(SecretRef::Env);
+            let bearer_token = match (str_field("bearerTokenEnvVar")?, obj.get("bearerToken")) {
+                (Some(_), Some(_)) => {
+                    return Err(invalid(
+                        name,
+                        "give `bearerTokenEnvVar` or `bearerToken`, not both",
+                    ))
+                }
+                (Some(var), None) => Some(SecretRef::Env(var)),
+                (None, Some(v)) => Some(secret_ref(name, "bearerToken", v)?),
+                (None, None) => None,
+            };
             let mut headers = BTreeMap::new();
             if let Some(h) = obj.get("headers") {
                 let m = h
                     .as_object()
                     .ok_or_else(|| invalid(name, "`headers` must be an object"))?;
                 for (k, v) in m {
-                    if k.is_empty()
-                        || !k
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-                    {
-                        return Err(invalid(name, format!("invalid header name {k:?}")));
+                    if let Some(why) = header_name_problem(k, bearer_token.is_some()) {
+                        return Err(invalid(name, format!("header {k:?}: {why}")));
                     }
                     headers.insert(k.clone(), secret_ref(name, &format!("headers.{k}"), v)?);
                 }
             }
             for k in obj.keys() {
                 if !common.contains(&k.as_str())
-                    && !["url", "bearerTokenEnvVar", "headers"].contains(&k.as_str())
+                    && !["url", "bearerTokenEnvVar", "bearerToken", "headers"].contains(&k.as_str())
                 {
                     warnings.push(format!("server {name:?}: unknown field `{k}` is ignored"));
                 }
@@ -447,6 +480,51 @@ fn parse_server(
         startup_timeout_ms: u64_field("startupTimeoutMs", DEFAULT_STARTUP_TIMEOUT_MS)?,
         call_timeout_ms: u64_field("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS)?,
     })
+}
+
+/// Headers the protocol sets itself: a configured header may not replace them.
+pub const PROTOCOL_HEADERS: [&str; 9] = [
+    "Mcp-Session-Id",
+    "MCP-Protocol-Version",
+    "Mcp-Method",
+    "Mcp-Name",
+    "Last-Event-ID",
+    "Accept",
+    "Content-Type",
+    "Content-Length",
+    "Host",
+];
+
+/// Whether `name` is a variable name a shell and `env` accept: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Why a configured header name cannot be used, if it cannot: not an HTTP token, one of the
+/// protocol's own headers (or an `Mcp-Param-` one), or `Authorization` beside a bearer token.
+pub fn header_name_problem(name: &str, has_bearer: bool) -> Option<String> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    {
+        return Some("not a valid header name (an HTTP token)".into());
+    }
+    if let Some(p) = PROTOCOL_HEADERS
+        .iter()
+        .find(|p| p.eq_ignore_ascii_case(name))
+    {
+        return Some(format!("{p} is set by the protocol itself"));
+    }
+    if name.len() >= 10 && name[..10].eq_ignore_ascii_case("Mcp-Param-") {
+        return Some("Mcp-Param-* headers are set from tool arguments by the protocol".into());
+    }
+    if has_bearer && name.eq_ignore_ascii_case("Authorization") {
+        return Some("Authorization is already sent for the bearer token".into());
+    }
+    None
 }
 
 /// `http` or `https`, with a host, and neither userinfo nor a fragment.
@@ -539,6 +617,14 @@ impl Credentials {
             raw,
             key: FingerprintKey::load_or_create(home)?,
         })
+    }
+
+    /// Other secrets under the same fingerprint key (a settings change, before it is saved).
+    pub fn with_raw(&self, raw: Map<String, Value>) -> Credentials {
+        Credentials {
+            raw,
+            key: self.key.clone(),
+        }
     }
 
     /// The same secrets under another fingerprint key (tests, tools).

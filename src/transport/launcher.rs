@@ -15,6 +15,10 @@
 //! a child subreaper: a descendant that leaves the group with `setsid` is reparented to the
 //! launcher, which ends it with the rest.
 //!
+//! The server's stderr is discarded, unless the daemon passed a pipe for it (its descriptor
+//! in `ALBEDO_MCP_STDERR_FD`, to try one server and show what it said): then the server
+//! writes there, and the launcher's own stderr still carries only the launcher's errors.
+//!
 //! Owns: one server process group. Must not touch: anything but std and nix; it runs in its
 //! own tiny process, before any runtime exists.
 
@@ -32,6 +36,10 @@ pub const CONTROL_FD: i32 = 3;
 /// The environment variable naming the control pipe's descriptor (set by the stdio
 /// transport, which passes the pipe without a `pre_exec` hook; never passed to the server).
 pub const CONTROL_FD_ENV: &str = "ALBEDO_MCP_CONTROL_FD";
+/// The environment variable naming a pipe for the server's stderr (set by the stdio
+/// transport only when it captures it; never passed to the server). Without it the server's
+/// stderr is `/dev/null`.
+pub const STDERR_FD_ENV: &str = "ALBEDO_MCP_STDERR_FD";
 /// How long the server gets after its stdin closed, and again after SIGTERM.
 pub const GRACE: Duration = Duration::from_secs(2);
 
@@ -72,9 +80,10 @@ pub fn run(command: &str, args: &[String]) -> i32 {
     let mut cmd = Command::new(command);
     cmd.args(args)
         .env_remove(CONTROL_FD_ENV)
+        .env_remove(STDERR_FD_ENV)
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
-        .stderr(Stdio::null())
+        .stderr(server_stderr(control_fd))
         .process_group(0);
     // In the child, between fork and exec: only async-signal-safe calls (sigaction,
     // sigprocmask, prctl).
@@ -97,6 +106,9 @@ pub fn run(command: &str, args: &[String]) -> i32 {
         });
     }
     let child = cmd.spawn();
+    // Our copy of a captured stderr's pipe goes with the command: its reader sees EOF when
+    // the server (and whatever inherited it) is gone, not when we are.
+    drop(cmd);
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -168,6 +180,25 @@ pub fn run(command: &str, args: &[String]) -> i32 {
     };
     end_descendants();
     code
+}
+
+/// Where the server's stderr goes: the pipe named by [`STDERR_FD_ENV`] when it names an
+/// open descriptor above 2 (and not the control pipe), else `/dev/null`. The pipe is made
+/// close-on-exec, so the server gets it only as its stderr.
+fn server_stderr(control_fd: i32) -> Stdio {
+    let fd = std::env::var(STDERR_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|fd| *fd > 2 && *fd != control_fd)
+        // An open descriptor: F_SETFD fails with EBADF on any other.
+        .filter(
+            |fd| unsafe { nix::libc::fcntl(*fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } == 0,
+        );
+    match fd {
+        // SAFETY: an open descriptor the daemon passed for this, owned by nothing else here.
+        Some(fd) => Stdio::from(unsafe { OwnedFd::from_raw_fd(fd) }),
+        None => Stdio::null(),
+    }
 }
 
 /// End every process reparented to us (descendants that left the group with `setsid`):

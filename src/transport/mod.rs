@@ -12,6 +12,7 @@ pub mod gate;
 pub mod http;
 pub mod launcher;
 pub mod sse;
+pub mod stderr;
 pub mod stdio;
 pub mod tcp;
 pub mod text;

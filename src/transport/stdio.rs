@@ -1,6 +1,7 @@
 //! The stdio transport: newline-delimited JSON with a server process started through our
 //! launcher (see [`super::launcher`]), with no shell, in its own process group, with a
-//! reduced environment and its stderr discarded.
+//! reduced environment and its stderr discarded ([`StdioTransport::spawn_capturing`] keeps
+//! it instead, on a pipe of its own, for trying one server: see [`super::stderr`]).
 //!
 //! Owns: the launcher process, the server's stdin and stdout, the control pipe. Closing
 //! drops stdin and the control pipe together; the launcher runs the EOF, SIGTERM, SIGKILL
@@ -16,6 +17,7 @@
 //! requests go through [`super::gate`] (100/s, burst 200; a flood closes the connection).
 
 use super::gate::{Admit, RequestLimiter};
+use super::stderr::StderrCapture;
 use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
 use crate::protocol::era::ProtocolVersion;
@@ -140,6 +142,19 @@ pub fn default_launcher() -> Result<PathBuf, TransportError> {
     ))
 }
 
+/// `fd`, moved above the standard descriptors if it is one of them: a daemon started with a
+/// standard descriptor closed gets it back from pipe2, and the launcher's stdin, stdout and
+/// stderr would replace it in the child.
+fn above_stdio(fd: OwnedFd, what: &str) -> Result<OwnedFd, TransportError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let dup = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
+        .map_err(|e| TransportError::Spawn(format!("{what}: {e}")))?;
+    // SAFETY: a descriptor fcntl just created, owned by nothing else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+}
+
 impl StdioTransport {
     /// Start the server. Must run inside a tokio runtime.
     ///
@@ -155,19 +170,34 @@ impl StdioTransport {
         spec: &StdioSpec,
         sink: Arc<dyn InboundSink>,
     ) -> Result<Arc<StdioTransport>, TransportError> {
+        Self::spawn_with(spec, sink, None)
+    }
+
+    /// [`Self::spawn`], with the server's stderr kept (its last 64 KiB) instead of
+    /// discarded: the launcher hands the server the write end of a pipe of its own as its
+    /// stderr, so the launcher's own stderr still carries only its errors.
+    pub fn spawn_capturing(
+        spec: &StdioSpec,
+        sink: Arc<dyn InboundSink>,
+    ) -> Result<(Arc<StdioTransport>, StderrCapture), TransportError> {
+        let (err_read, err_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| TransportError::Spawn(format!("stderr pipe: {e}")))?;
+        let err_write = above_stdio(err_write, "stderr pipe")?;
+        let capture = StderrCapture::start(err_read)
+            .map_err(|e| TransportError::Spawn(format!("stderr pipe: {e}")))?;
+        let t = Self::spawn_with(spec, sink, Some(err_write))?;
+        Ok((t, capture))
+    }
+
+    fn spawn_with(
+        spec: &StdioSpec,
+        sink: Arc<dyn InboundSink>,
+        server_stderr: Option<OwnedFd>,
+    ) -> Result<Arc<StdioTransport>, TransportError> {
         static SPAWN_LOCK: Mutex<()> = Mutex::new(());
         let (ctl_read, ctl_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
-        // A daemon started with a standard descriptor closed gets it back from pipe2; the
-        // launcher's stdin, stdout and stderr would replace it in the child.
-        let ctl_read = if ctl_read.as_raw_fd() <= 2 {
-            let fd = nix::fcntl::fcntl(&ctl_read, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
-                .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
-            // SAFETY: a descriptor fcntl just created, owned by nothing else.
-            unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
-        } else {
-            ctl_read
-        };
+        let ctl_read = above_stdio(ctl_read, "control pipe")?;
         let mut cmd = Command::new(&spec.launcher);
         cmd.arg("launch")
             .arg("--")
@@ -179,6 +209,11 @@ impl StdioTransport {
             super::launcher::CONTROL_FD_ENV,
             ctl_read.as_raw_fd().to_string(),
         );
+        // Only ever the pipe made here: a configured variable of that name is not passed.
+        match &server_stderr {
+            Some(fd) => cmd.env(super::launcher::STDERR_FD_ENV, fd.as_raw_fd().to_string()),
+            None => cmd.env_remove(super::launcher::STDERR_FD_ENV),
+        };
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
         }
@@ -188,13 +223,17 @@ impl StdioTransport {
             .kill_on_drop(false);
         let child = {
             let _g = SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-            nix::fcntl::fcntl(
-                &ctl_read,
-                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-            )
-            .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
+            for fd in std::iter::once(&ctl_read).chain(server_stderr.as_ref()) {
+                nix::fcntl::fcntl(
+                    fd,
+                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+                )
+                .map_err(|e| TransportError::Spawn(format!("control pipe: {e}")))?;
+            }
             let child = cmd.spawn();
+            // Our copies close here: the launcher (and the server) hold theirs.
             drop(ctl_read);
+            drop(server_stderr);
             child
         };
         Self::launched(spec, child, ctl_write, sink)
@@ -261,7 +300,7 @@ impl StdioTransport {
         });
 
         // Launcher errors (a command that cannot start) arrive on its stderr; the server's own
-        // stderr is discarded by the launcher.
+        // stderr is discarded by the launcher, or goes to a pipe of its own when captured.
         let launch_error = Arc::new(Mutex::new(String::new()));
         if let Some(mut stderr) = stderr {
             let le = launch_error.clone();

@@ -10,6 +10,9 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/py_mcp_server.py
     --stateless                  (http) stateless_http=True, no sessions
     --json-response              (http) answer POSTs with application/json, not SSE
     --log-level LEVEL            SDK/uvicorn log level (default WARNING; logs go to stderr)
+    --require-token-file FILE    (http) the SDK's own bearer-token check (AuthSettings + a
+                                 TokenVerifier): a request without `Authorization: Bearer
+                                 <FILE's text>` is answered 401 with WWW-Authenticate
     ARG...                       any further arguments are ignored (process_info shows them)
 
 Speaks both eras as the SDK does: `initialize` (legacy, sessionful on HTTP) and
@@ -143,6 +146,22 @@ def greet(name: str) -> str:
     return f"Hello, {name}!"
 
 
+def require_token(expected: str, port: int, host: str) -> None:
+    """Turn on the SDK's bearer-token check for one static token."""
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+
+    class StaticVerifier:
+        async def verify_token(self, token: str):
+            if token != expected:
+                return None
+            return AccessToken(token=token, client_id="albedo-test", scopes=[])
+
+    url = f"http://{host}:{port}"
+    mcp.settings.auth = AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")
+    mcp._token_verifier = StaticVerifier()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transport", choices=["stdio", "http"], default="stdio")
@@ -152,6 +171,7 @@ def main() -> None:
     ap.add_argument("--stateless", action="store_true")
     ap.add_argument("--json-response", action="store_true")
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument("--require-token-file")
     ap.add_argument("rest", nargs="*", help="ignored (process_info shows them)")
     args = ap.parse_args()
     mcp.settings.log_level = args.log_level.upper()
@@ -161,6 +181,10 @@ def main() -> None:
         return
     sock = listen("py_mcp_server", args.host, args.port, args.port_file)
     import uvicorn
+
+    if args.require_token_file:
+        with open(args.require_token_file) as f:
+            require_token(f.read().strip(), sock.getsockname()[1], args.host)
 
     app = mcp.streamable_http_app(
         stateless_http=args.stateless, json_response=args.json_response, host=args.host
