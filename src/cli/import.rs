@@ -24,8 +24,11 @@
 //! Must not touch: the settings files (only the daemon writes them).
 
 use crate::cli::client::{locate, ClientError, DaemonClient};
+use crate::store::edit::MAX_RETRY_MS;
 use crate::store::names::{free, sanitize};
-use crate::store::settings::{valid_server_name, validate_url, SettingsError};
+use crate::store::settings::{
+    header_name_problem, valid_env_name, valid_server_name, validate_url, SettingsError,
+};
 use awc::http;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -371,10 +374,7 @@ impl Ctx<'_> {
             ));
         }
         if let [Piece::Env { name, default }] = ps.as_slice() {
-            return Class::Ref {
-                var: name.clone(),
-                default: *default,
-            };
+            return reference(name, *default);
         }
         let mut out = String::new();
         for p in &ps {
@@ -404,6 +404,21 @@ impl Ctx<'_> {
             }
         }
         Class::Literal(out)
+    }
+}
+
+/// A reference to the daemon's variable `var`, when it is a name the settings accept.
+fn reference(var: &str, default: bool) -> Class {
+    if valid_env_name(var) {
+        Class::Ref {
+            var: var.to_owned(),
+            default,
+        }
+    } else {
+        Class::Unresolved(format!(
+            "it names the variable {var:?}, which is not a variable name (letters, digits and \
+             `_`, not starting with a digit)"
+        ))
     }
 }
 
@@ -480,14 +495,16 @@ struct Built {
     secret_names: Vec<String>,
 }
 
-fn valid_header_name(h: &str) -> bool {
-    !h.is_empty()
-        && h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-fn valid_env_name(k: &str) -> bool {
-    !k.is_empty() && !k.contains('=') && !k.contains('\0')
+/// A word as a shell would read it back (`store::cmdline::split`): quoted when it must be.
+fn quoted(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b))
+    {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
 }
 
 /// Whether a literal can be sent as a secret (the API reads `""` as keep and `-` as remove).
@@ -555,7 +572,11 @@ fn build(original: &str, e: Entry, ctx: &Ctx, notes: &mut Vec<String>) -> Result
                 .enumerate()
                 .map(|(i, a)| ctx.plain(&format!("args[{i}]"), a))
                 .collect::<Result<Vec<_>, _>>()?;
-            let target = shell_words::join(std::iter::once(&command).chain(&args));
+            let target = std::iter::once(&command)
+                .chain(&args)
+                .map(|w| quoted(w))
+                .collect::<Vec<_>>()
+                .join(" ");
             server.insert("type".into(), json!("stdio"));
             server.insert("command".into(), json!(command));
             if !args.is_empty() {
@@ -569,15 +590,13 @@ fn build(original: &str, e: Entry, ctx: &Ctx, notes: &mut Vec<String>) -> Result
             for (k, v) in &e.env {
                 if !valid_env_name(k) {
                     notes.push(format!(
-                        "{who}: env {k:?} is not imported: not a valid variable name"
+                        "{who}: env {k:?} is not imported: not a variable name (letters, digits \
+                         and `_`, not starting with a digit)"
                     ));
                     continue;
                 }
                 let class = match v {
-                    Given::Var(var) => Class::Ref {
-                        var: var.clone(),
-                        default: false,
-                    },
+                    Given::Var(var) => reference(var, false),
                     Given::Text(t) => ctx.secret(t),
                 };
                 match class {
@@ -657,10 +676,7 @@ fn build(original: &str, e: Entry, ctx: &Ctx, notes: &mut Vec<String>) -> Result
             let mut bearer_set = false;
             if let Some(b) = &e.bearer {
                 let class = match b {
-                    Given::Var(v) => Class::Ref {
-                        var: v.clone(),
-                        default: false,
-                    },
+                    Given::Var(v) => reference(v, false),
                     Given::Text(t) => ctx.secret(t),
                 };
                 bearer_set = set_bearer(
@@ -672,47 +688,49 @@ fn build(original: &str, e: Entry, ctx: &Ctx, notes: &mut Vec<String>) -> Result
                     notes,
                 );
             }
+            // `Authorization: Bearer X` first: it is the bearer token, whatever the order.
+            let bearer_header = |h: &str, v: &Given| -> Option<String> {
+                match v {
+                    Given::Text(t) if h.eq_ignore_ascii_case("authorization") => t
+                        .get(..7)
+                        .filter(|p| p.eq_ignore_ascii_case("bearer "))
+                        .map(|_| t[7..].trim().to_owned()),
+                    _ => None,
+                }
+            };
+            for (h, v) in &e.headers {
+                let Some(token) = bearer_header(h, v) else {
+                    continue;
+                };
+                if bearer_set {
+                    notes.push(format!(
+                        "{who}: header {h} is not imported: the server already has a bearer \
+                         token"
+                    ));
+                } else {
+                    let class = ctx.secret(&token);
+                    bearer_set = set_bearer(
+                        &who,
+                        class,
+                        &mut server,
+                        &mut secrets,
+                        &mut secret_names,
+                        notes,
+                    );
+                }
+            }
             let mut headers = Map::new();
             let mut header_secret: Option<String> = None;
             for (h, v) in &e.headers {
-                if !valid_header_name(h) {
-                    notes.push(format!(
-                        "{who}: header {h:?} is not imported: not a valid header name"
-                    ));
+                if bearer_header(h, v).is_some() {
                     continue;
                 }
-                if h.eq_ignore_ascii_case("authorization") {
-                    if let Given::Text(t) = v {
-                        let token = t
-                            .get(..7)
-                            .filter(|p| p.eq_ignore_ascii_case("bearer "))
-                            .map(|_| t[7..].trim());
-                        if let Some(token) = token {
-                            if bearer_set {
-                                notes.push(format!(
-                                    "{who}: header {h} is not imported: the server already has \
-                                     a bearer token"
-                                ));
-                            } else {
-                                let class = ctx.secret(token);
-                                bearer_set = set_bearer(
-                                    &who,
-                                    class,
-                                    &mut server,
-                                    &mut secrets,
-                                    &mut secret_names,
-                                    notes,
-                                );
-                            }
-                            continue;
-                        }
-                    }
+                if let Some(why) = header_name_problem(h, bearer_set) {
+                    notes.push(format!("{who}: header {h:?} is not imported: {why}"));
+                    continue;
                 }
                 let class = match v {
-                    Given::Var(var) => Class::Ref {
-                        var: var.clone(),
-                        default: false,
-                    },
+                    Given::Var(var) => reference(var, false),
                     Given::Text(t) => ctx.secret(t),
                 };
                 match class {
@@ -765,11 +783,19 @@ fn build(original: &str, e: Entry, ctx: &Ctx, notes: &mut Vec<String>) -> Result
     if let Some(t) = e.disabled_tools {
         server.insert("disabledTools".into(), json!(t));
     }
-    if let Some(ms) = e.startup_ms {
-        server.insert("startupTimeoutMs".into(), json!(ms));
-    }
-    if let Some(ms) = e.call_ms {
-        server.insert("callTimeoutMs".into(), json!(ms));
+    for (field, ms) in [
+        ("startupTimeoutMs", e.startup_ms),
+        ("callTimeoutMs", e.call_ms),
+    ] {
+        match ms {
+            Some(ms) if ms > MAX_RETRY_MS => notes.push(format!(
+                "{who}: its timeout ({field}) is not imported: longer than a day"
+            )),
+            Some(ms) => {
+                server.insert(field.into(), json!(ms));
+            }
+            None => {}
+        }
     }
     Ok(Built {
         server,
@@ -1694,6 +1720,49 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(!e.to_string().contains("sec"), "{e}");
+    }
+
+    #[test]
+    fn the_daemons_rules_on_names_headers_and_timeouts_are_kept() {
+        let plan = p(
+            r#"{"mcpServers": {"h": {"url": "https://h.example.com/mcp", "headers": {
+                "Api-Key": "x", "authorization": "Bearer t0k", "Mcp-Session-Id": "s",
+                "X-V": "${env:bad-name}"}},
+                "s": {"command": "a", "env": {"1BAD": "v", "OK": "${env:also bad}"}}}}"#,
+            "x.json",
+        );
+        // The bearer token is found whatever the order, and the header secret is `Api-Key`.
+        assert_eq!(
+            plan.patch["secrets"]["h"],
+            json!({"bearer_token": "t0k", "header": {"name": "Api-Key", "value": "x"}})
+        );
+        assert_eq!(
+            plan.patch["servers"]["h"]["headers"],
+            json!({"Api-Key": {"secret": "header"}})
+        );
+        assert!(plan.notes.iter().any(|n| n.contains("Mcp-Session-Id")));
+        assert!(plan.notes.iter().any(|n| n.contains("bad-name")));
+        assert!(plan.notes.iter().any(|n| n.contains("1BAD")));
+        assert!(plan.notes.iter().any(|n| n.contains("also bad")));
+        assert!(plan.patch["servers"]["s"].get("env").is_none());
+        let plan = p(
+            "[mcp_servers.slow]\ncommand = \"a\"\nstartup_timeout_sec = 200000\n\
+             tool_timeout_sec = 0.5\n",
+            "config.toml",
+        );
+        assert_eq!(
+            plan.patch["servers"]["slow"],
+            json!({"type": "stdio", "command": "a", "callTimeoutMs": 500})
+        );
+        assert!(plan.notes.iter().any(|n| n.contains("startupTimeoutMs")));
+    }
+
+    #[test]
+    fn command_lines_are_shown_quoted() {
+        assert_eq!(quoted("-y"), "-y");
+        assert_eq!(quoted("/srv/my docs"), "'/srv/my docs'");
+        assert_eq!(quoted("it's"), "'it'\\''s'");
+        assert_eq!(quoted(""), "''");
     }
 
     #[test]
