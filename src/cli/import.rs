@@ -1387,11 +1387,10 @@ pub fn plan(text: &str, file_name: &Path, taken: &[String]) -> Result<ImportPlan
 // The command.
 
 /// The server a refusal names: the one of `added` the daemon's message quotes.
-fn refused_server<'a>(message: &str, added: &'a [Added]) -> Option<&'a str> {
-    added
-        .iter()
-        .map(|a| a.name.as_str())
-        .find(|n| message.contains(&format!("{n:?}")) || message.contains(&format!("`{n}`")))
+fn refused_server<'a>(message: &str, added: &'a [Added]) -> Option<&'a Added> {
+    added.iter().find(|a| {
+        message.contains(&format!("{:?}", a.name)) || message.contains(&format!("`{}`", a.name))
+    })
 }
 
 /// Import `file` into the daemon at `daemon`; `dry_run` shows what would be added. The exit
@@ -1498,13 +1497,15 @@ pub fn run(daemon: Option<&str>, file: &Path, dry_run: bool, json: bool) -> i32 
                 status, message, ..
             }) => {
                 eprintln!("albedo-mcp: the daemon refused the import (HTTP {status}): {message}");
-                if let Some(s) = refused_server(&message, &plan.added) {
-                    let original = plan
-                        .added
-                        .iter()
-                        .find(|a| a.name == s)
-                        .map_or(s, |a| a.original.as_str());
-                    eprintln!("albedo-mcp: the server at fault: {s} (from {original:?})");
+                if let Some(a) = refused_server(&message, &plan.added) {
+                    if a.name == a.original {
+                        eprintln!("albedo-mcp: the server at fault: {}", a.name);
+                    } else {
+                        eprintln!(
+                            "albedo-mcp: the server at fault: {} ({:?} in the file)",
+                            a.name, a.original
+                        );
+                    }
                 }
                 eprintln!(
                     "albedo-mcp: nothing was imported (fix or leave out that server, or see \
