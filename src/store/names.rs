@@ -128,7 +128,7 @@ fn package_name(p: &str) -> String {
 
 /// Lower case; anything but letters and digits becomes one `-` (no `_`, which names use
 /// sparingly); cut to the name bound; `server` when nothing is left.
-fn sanitize(s: &str) -> String {
+pub fn sanitize(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
         if c.is_ascii_alphanumeric() {
@@ -149,7 +149,7 @@ fn sanitize(s: &str) -> String {
 }
 
 /// `base`, or `base-2`, `base-3`, ... : the first not in `taken`.
-fn free(base: &str, taken: &[String]) -> String {
+pub fn free(base: &str, taken: &[String]) -> String {
     if !taken.iter().any(|t| t == base) {
         return base.to_owned();
     }
