@@ -448,6 +448,15 @@ pub fn status(daemon: Option<&str>) -> i32 {
         match c.call(http::Method::GET, "/healthz", None).await {
             Ok(v) => {
                 println!("{v}");
+                // What is wrong with the configuration, so that a healthy daemon that would
+                // refuse every session does not look fine.
+                if let Ok(s) = c.call(http::Method::GET, "/settings/mcp", None).await {
+                    for p in s["problems"].as_array().into_iter().flatten() {
+                        if let Some(p) = p.as_str() {
+                            println!("problem: {p}");
+                        }
+                    }
+                }
                 0
             }
             Err(e) => {
