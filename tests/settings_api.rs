@@ -605,3 +605,47 @@ fn an_inline_secret_a_hand_edit_wrote_is_never_shown() {
     assert!(!g["problems"].as_array().unwrap().is_empty(), "{g}");
     no_secret_in("the daemon's log", &d.log());
 }
+
+#[test]
+fn creds_json_is_0600_when_the_daemon_creates_it_under_a_permissive_umask() {
+    use std::os::unix::process::CommandExt;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("extensions.json"), "{}\n").unwrap();
+    let ready = home.path().join("ready");
+    let mut cmd = std::process::Command::new(launcher());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--ready-file"])
+        .arg(&ready)
+        .env("ALBEDO_HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: umask is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&ready).is_ok_and(|s| !s.is_empty())
+    }));
+    let addr = std::fs::read_to_string(&ready).unwrap();
+    let d = Daemon {
+        child: Some(child),
+        base: format!("http://{}", addr.lines().next().unwrap()),
+        home,
+    };
+    let (st, v) = patch(
+        &d,
+        json!({"servers": {"x": {"command": "/bin/true", "enabled": false}},
+               "secrets": {"x": {"env": {"K": SECRET}}}}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let creds = d.home.path().join("creds.json");
+    let m = std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777;
+    assert_eq!(m, 0o600, "creds.json: {m:o}");
+    let ext = d.home.path().join("extensions.json");
+    let m = std::fs::metadata(&ext).unwrap().permissions().mode() & 0o777;
+    assert_eq!(m & 0o022, 0, "extensions.json is writable by others: {m:o}");
+}
