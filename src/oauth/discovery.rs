@@ -16,8 +16,9 @@
 //!   endpoint must be https, unless the MCP server itself is plain http.
 //! - The 2025-03-26 fallbacks, for a server with no Protected Resource Metadata at all: the
 //!   authorization server's metadata at the root of the MCP server
-//!   (`/.well-known/oauth-authorization-server`, its issuer the server's origin), and when
-//!   that is not found, the default endpoints `/authorize`, `/token` and `/register` there.
+//!   (`/.well-known/oauth-authorization-server`; its URL is not built from an issuer, so its
+//!   `issuer` is taken as it says, and kept for the `iss` check), and when that is not found
+//!   (404), the default endpoints `/authorize`, `/token` and `/register` there.
 //!
 //! Owns: the candidate URLs and their order, the checks on both documents, the fallbacks.
 //! Must not touch: scopes, clients, tokens.
@@ -232,11 +233,13 @@ fn check_https(which: &str, endpoint: &str, server: &Url) -> Result<(), OAuthErr
 
 /// An authorization server metadata document read at `url` for `expected_issuer`, checked:
 /// the issuer matches (as a string), S256 is supported, the endpoints are URLs (https when the
-/// MCP `server` is).
+/// MCP `server` is). `expected_issuer` is `None` for the 2025-03-26 fallback, whose URL was
+/// not built from an issuer (the MCP server's origin serves it): its `issuer` is taken as is
+/// (the stable runner's mock names `<origin>/oauth` there), and recorded for the `iss` check.
 pub fn parse_auth_server_metadata(
     url: &Url,
     doc: &Value,
-    expected_issuer: &str,
+    expected_issuer: Option<&str>,
     server: &Url,
 ) -> Result<AuthServerMetadata, OAuthError> {
     let bad = |reason: String| OAuthError::BadDocument {
@@ -247,10 +250,10 @@ pub fn parse_auth_server_metadata(
         .get("issuer")
         .and_then(Value::as_str)
         .ok_or_else(|| bad("the authorization server metadata has no issuer".into()))?;
-    if issuer != expected_issuer {
+    if let Some(expected) = expected_issuer.filter(|e| *e != issuer) {
         return Err(OAuthError::IssuerMismatch {
             url: shown(url),
-            expected: expected_issuer.to_owned(),
+            expected: expected.to_owned(),
             found: super::server_text(issuer, &[]),
         });
     }
@@ -366,7 +369,7 @@ async fn fetch_auth_server_metadata(
         if !reply.ok() {
             continue;
         }
-        match parse_auth_server_metadata(url, &reply.json()?, issuer, server) {
+        match parse_auth_server_metadata(url, &reply.json()?, Some(issuer), server) {
             Ok(m) => return Ok(m),
             // Not this issuer's document: not used; the next candidate may be.
             Err(e @ OAuthError::IssuerMismatch { .. }) => {
@@ -406,7 +409,7 @@ pub async fn discover(
     })?;
     let reply = fetcher.get(&url).await?;
     let auth_server = if reply.ok() {
-        parse_auth_server_metadata(&url, &reply.json()?, &base, &server)?
+        parse_auth_server_metadata(&url, &reply.json()?, None, &server)?
     } else if reply.status == 404 {
         legacy_endpoints(&server)
     } else {
@@ -527,7 +530,7 @@ mod tests {
         let m = parse_auth_server_metadata(
             &at,
             &as_doc("https://as.example.com"),
-            "https://as.example.com",
+            Some("https://as.example.com"),
             &server,
         )
         .unwrap();
@@ -546,14 +549,28 @@ mod tests {
             "https://as.example.com/",
             "https://AS.example.com",
         ] {
-            let e =
-                parse_auth_server_metadata(&at, &as_doc(other), "https://as.example.com", &server)
-                    .unwrap_err();
+            let e = parse_auth_server_metadata(
+                &at,
+                &as_doc(other),
+                Some("https://as.example.com"),
+                &server,
+            )
+            .unwrap_err();
             assert!(
                 matches!(e, OAuthError::IssuerMismatch { .. }),
                 "{other}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn the_2025_03_26_fallback_takes_the_metadata_issuer_as_it_says() {
+        let server = url("http://127.0.0.1:9000/mcp");
+        let at = url("http://127.0.0.1:9000/.well-known/oauth-authorization-server");
+        let m =
+            parse_auth_server_metadata(&at, &as_doc("http://127.0.0.1:9000/oauth"), None, &server)
+                .unwrap();
+        assert_eq!(m.issuer, "http://127.0.0.1:9000/oauth");
     }
 
     #[test]
@@ -569,7 +586,7 @@ mod tests {
             } else {
                 doc["code_challenge_methods_supported"] = methods;
             }
-            let e = parse_auth_server_metadata(&at, &doc, "https://as.example.com", &server)
+            let e = parse_auth_server_metadata(&at, &doc, Some("https://as.example.com"), &server)
                 .unwrap_err();
             assert!(matches!(e, OAuthError::NoS256 { .. }), "{e}");
         }
@@ -583,7 +600,7 @@ mod tests {
         let e = parse_auth_server_metadata(
             &at,
             &doc,
-            "https://as.example.com",
+            Some("https://as.example.com"),
             &url("https://mcp.example.com/mcp"),
         )
         .unwrap_err();
@@ -593,13 +610,18 @@ mod tests {
         );
         // A plain-http MCP server (a LAN or tailnet address) may use plain-http endpoints.
         let http_doc = as_doc("http://as.lan");
-        parse_auth_server_metadata(&at, &http_doc, "http://as.lan", &url("http://mcp.lan/mcp"))
-            .unwrap();
+        parse_auth_server_metadata(
+            &at,
+            &http_doc,
+            Some("http://as.lan"),
+            &url("http://mcp.lan/mcp"),
+        )
+        .unwrap();
         // An http issuer for an https server is refused too.
         let e = parse_auth_server_metadata(
             &at,
             &http_doc,
-            "http://as.lan",
+            Some("http://as.lan"),
             &url("https://mcp.example.com/mcp"),
         )
         .unwrap_err();
