@@ -507,6 +507,58 @@ mod tests {
         assert!(!e.to_string().contains("access_denied"));
     }
 
+    fn reply(status: u16, body: &str) -> Reply {
+        Reply {
+            status,
+            location: None,
+            body: bytes::Bytes::from(body.to_owned()),
+            shown: "https://as.example.com/token".into(),
+        }
+    }
+
+    #[test]
+    fn a_token_endpoint_refusal_never_echoes_a_secret() {
+        let code = Sensitive::new("code-secret-value-77");
+        let client_secret = Sensitive::new("client-secret-value-88");
+        let r = reply(
+            400,
+            r#"{"error": "invalid_grant code-secret-value-77", "error_description": "client-secret-value-88 was\nwrong"}"#,
+        );
+        let (error, description) = refusal(&r, &[&code, &client_secret]);
+        let e = OAuthError::TokenRefused {
+            status: 400,
+            error,
+            description,
+        };
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("code-secret-value-77"), "{shown}");
+        assert!(!shown.contains("client-secret-value-88"), "{shown}");
+        assert!(!shown.contains('\n'), "{shown}");
+    }
+
+    #[test]
+    fn a_granted_token_is_read_and_registered_with_the_log_redaction() {
+        let g = read_granted(&reply(
+            200,
+            r#"{"access_token": "granted-access-token-99", "token_type": "bearer", "expires_in": "3600", "refresh_token": "granted-refresh-token-98", "scope": "a"}"#,
+        ))
+        .unwrap();
+        assert_eq!(g.expires_in, Some(3600));
+        assert_eq!(g.token_type, "Bearer");
+        for t in ["granted-access-token-99", "granted-refresh-token-98"] {
+            let line = format!("a log line naming {t}");
+            let logged = crate::protocol::text::redact_logged(line.as_bytes());
+            assert!(!String::from_utf8_lossy(&logged).contains(t), "{t}");
+        }
+        let e = read_granted(&reply(
+            200,
+            r#"{"access_token": "x", "token_type": "DPoP"}"#,
+        ));
+        assert!(matches!(e, Err(OAuthError::BadTokenResponse(_))));
+        let e = read_granted(&reply(200, r#"{"token_type": "Bearer"}"#));
+        assert!(matches!(e, Err(OAuthError::BadTokenResponse(_))));
+    }
+
     #[test]
     fn errors_and_foreign_callbacks_are_refused_without_the_code() {
         let p = pending(false);
@@ -542,5 +594,131 @@ mod tests {
                 assert!(!shown.contains(p.verifier.expose()), "{shown}");
             }
         }
+    }
+
+    /// A token endpoint that answers `replies` in turn (one connection each) and keeps what
+    /// it was sent (head and body).
+    async fn token_endpoint(
+        replies: Vec<(u16, &'static str)>,
+    ) -> (String, std::rc::Rc<std::cell::RefCell<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", l.local_addr().unwrap());
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = seen.clone();
+        tokio::task::spawn_local(async move {
+            for (status, body) in replies {
+                let (mut sock, _) = l.accept().await.unwrap();
+                let mut buf = Vec::new();
+                loop {
+                    let mut b = [0u8; 4096];
+                    let n = sock.read(&mut b).await.unwrap();
+                    buf.extend_from_slice(&b[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(i) = text.find("\r\n\r\n") {
+                        let len = text[..i]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= i + 4 + len || n == 0 {
+                            break;
+                        }
+                    }
+                }
+                log.borrow_mut()
+                    .push(String::from_utf8_lossy(&buf).to_string());
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                sock.write_all(head.as_bytes()).await.unwrap();
+                sock.write_all(body.as_bytes()).await.unwrap();
+                sock.shutdown().await.ok();
+            }
+        });
+        (url, seen)
+    }
+
+    fn record_for(token_endpoint: &str) -> TokenRecord {
+        TokenRecord {
+            server_url: "https://mcp.example.com/mcp".into(),
+            access_token: Sensitive::new("old-access-token-11"),
+            refresh_token: Some(Sensitive::new("old-refresh-token-12")),
+            expires_at: Some(1),
+            scope: Some("a b".into()),
+            token_type: "Bearer".into(),
+            issuer: ISSUER.into(),
+            resource: "https://mcp.example.com".into(),
+            token_endpoint: token_endpoint.into(),
+            client: ClientRecord {
+                client_secret: Some(Sensitive::new("client-secret-13")),
+                auth_method: AuthMethod::ClientSecretPost,
+                ..client()
+            },
+            step_up: Vec::new(),
+        }
+    }
+
+    fn fetcher() -> Fetcher {
+        Fetcher::new(crate::transport::tls::client_config(&[]).unwrap())
+    }
+
+    #[actix_rt::test]
+    async fn a_refresh_sends_the_resource_and_keeps_the_refresh_token_when_none_comes_back() {
+        let (url, seen) = token_endpoint(vec![(
+            200,
+            r#"{"access_token": "new-access-token-14", "token_type": "Bearer", "expires_in": 60}"#,
+        )])
+        .await;
+        let old = record_for(&url);
+        let new = refresh(&fetcher(), &old).await.unwrap();
+        assert_eq!(new.access_token.expose(), "new-access-token-14");
+        assert_eq!(new.refresh_token, old.refresh_token);
+        assert_eq!(new.scope.as_deref(), Some("a b"));
+        assert!(new.expires_at.unwrap() >= now_secs() + 59);
+        let sent = seen.borrow()[0].clone();
+        assert!(sent.starts_with("POST /token "), "{sent}");
+        let body = sent.split("\r\n\r\n").nth(1).unwrap();
+        let form: std::collections::HashMap<String, String> =
+            url::form_urlencoded::parse(body.as_bytes())
+                .into_owned()
+                .collect();
+        assert_eq!(form["grant_type"], "refresh_token");
+        assert_eq!(form["refresh_token"], "old-refresh-token-12");
+        assert_eq!(form["resource"], "https://mcp.example.com");
+        assert_eq!(form["client_id"], "client-1");
+        assert_eq!(form["client_secret"], "client-secret-13");
+    }
+
+    #[actix_rt::test]
+    async fn a_refused_refresh_means_signing_in_again_and_shows_no_secret() {
+        let (url, _) = token_endpoint(vec![
+            (400, r#"{"error": "invalid_grant", "error_description": "old-refresh-token-12 is revoked"}"#),
+            (503, "{}"),
+        ])
+        .await;
+        let old = record_for(&url);
+        let e = refresh(&fetcher(), &old).await.unwrap_err();
+        assert!(
+            matches!(e, OAuthError::RefreshRefused { status: 400, .. }),
+            "{e}"
+        );
+        assert!(e.needs_sign_in());
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("old-refresh-token-12"), "{shown}");
+        // A server error is not a refusal: try again later.
+        let e = refresh(&fetcher(), &old).await.unwrap_err();
+        assert!(matches!(e, OAuthError::Http { status: 503, .. }), "{e}");
+        assert!(!e.needs_sign_in());
+        let mut none = old.clone();
+        none.refresh_token = None;
+        assert_eq!(
+            refresh(&fetcher(), &none).await.unwrap_err(),
+            OAuthError::NoRefreshToken
+        );
     }
 }
