@@ -23,8 +23,14 @@
 //! command line or environment. Unlike the daemon it does not open the listening
 //! GET stream nor `subscriptions/listen`: it makes its calls and leaves.
 //!
+//! A server that answers 401 (or 403 `insufficient_scope`) is signed in to headless through
+//! [`crate::oauth`] (`auth`: the runner's mock authorization server approves at once), and
+//! the refused request is sent again with `Authorization: Bearer`.
+//!
 //! The runner prints `http://localhost:PORT`; the host `localhost` is dialled as 127.0.0.1
-//! (the mock servers are made to bind 127.0.0.1, and tests talk to loopback IPv4 only).
+//! (the mock servers are made to bind 127.0.0.1, and tests talk to loopback IPv4 only), for
+//! the sign-in's requests too, while OAuth compares the URLs (the `resource`, issuers) as the
+//! runner gave them.
 
 mod auth;
 

@@ -206,11 +206,19 @@ impl OAuthError {
     }
 }
 
-/// Text from a server made fit for an error: the known secrets replaced, control and
-/// formatting characters removed, cut to 200 characters.
+/// The most bytes of a server's text kept in an error.
+const SERVER_TEXT_BYTES: usize = 200;
+
+/// Text from a server made fit for an error: the known secrets replaced by `***`, control and
+/// formatting characters replaced by spaces (`protocol::text::clean`), cut to 200 bytes.
 pub(crate) fn server_text(text: &str, secrets: &[&Sensitive]) -> String {
-    let secrets: Vec<String> = secrets.iter().map(|s| s.expose().to_owned()).collect();
-    crate::transport::text::error_text(text, &secrets, crate::transport::text::DETAIL_CHARS)
+    let mut s = std::borrow::Cow::Borrowed(text);
+    for secret in secrets.iter().map(|s| s.expose()).filter(|s| !s.is_empty()) {
+        if s.contains(secret) {
+            s = std::borrow::Cow::Owned(s.replace(secret, "***"));
+        }
+    }
+    crate::protocol::text::clean(s.trim(), SERVER_TEXT_BYTES)
 }
 
 /// Seconds since the Unix epoch.
