@@ -1,7 +1,8 @@
 //! Discovery: from a server URL (and the challenge of its 401) to the authorization server to
 //! sign in with, checked.
 //!
-//! - Protected Resource Metadata (RFC 9728): the challenge's `resource_metadata`, else the
+//! - Protected Resource Metadata (RFC 9728): the challenge's `resource_metadata` (https unless
+//!   the MCP server is plain http), else the
 //!   well-known URI under the endpoint's path (`/.well-known/oauth-protected-resource/mcp` for
 //!   `/mcp`), then at the root. Its `resource` must be the server URL or a prefix of it (same
 //!   scheme, host and port; its path a prefix of the server's at a segment boundary); it is
@@ -111,7 +112,8 @@ pub fn resource_metadata_urls(server: &Url, challenge: Option<&Challenge>) -> Ve
         .and_then(|c| c.resource_metadata.as_deref())
         .and_then(|s| server.join(s).ok())
     {
-        if u.scheme() == "http" || u.scheme() == "https" {
+        // Plain http only for a plain-http server (as for the authorization server).
+        if u.scheme() == "https" || (u.scheme() == "http" && server.scheme() == "http") {
             out.push(u);
         }
     }
@@ -453,6 +455,15 @@ mod tests {
                 "https://example.com/.well-known/oauth-protected-resource/public/mcp",
                 "https://example.com/.well-known/oauth-protected-resource",
             ]
+        );
+        let plain = Challenge {
+            resource_metadata: Some("http://example.com/prm".into()),
+            ..Challenge::default()
+        };
+        assert_eq!(
+            resource_metadata_urls(&server, Some(&plain)).len(),
+            2,
+            "an http metadata URL is not read for an https server"
         );
         assert_eq!(
             strs(&resource_metadata_urls(&url("https://example.com/"), None)),
