@@ -23,11 +23,20 @@
 //! command line or environment. Unlike the daemon it does not open the listening
 //! GET stream nor `subscriptions/listen`: it makes its calls and leaves.
 //!
+//! A server that answers 401 (or 403 `insufficient_scope`) is signed in to headless through
+//! [`crate::oauth`] (`auth`: the runner's mock authorization server approves at once), and
+//! the refused request is sent again with `Authorization: Bearer`.
+//!
 //! The runner prints `http://localhost:PORT`; the host `localhost` is dialled as 127.0.0.1
-//! (the mock servers are made to bind 127.0.0.1, and tests talk to loopback IPv4 only).
+//! (the mock servers are made to bind 127.0.0.1, and tests talk to loopback IPv4 only), for
+//! the sign-in's requests too, while OAuth compares the URLs (the `resource`, issuers) as the
+//! runner gave them.
+
+mod auth;
 
 use crate::client::handshake::{self, ServerHello};
 use crate::client::{discovery, McpClient};
+use crate::oauth::Fetcher;
 use crate::protocol::headers;
 use crate::protocol::model::Catalogue;
 use crate::transport::http::{HttpSpec, HttpTransport};
@@ -177,6 +186,16 @@ pub fn dial_url(raw: &str) -> Result<url::Url, String> {
     Ok(url)
 }
 
+/// A URL of the sign-in (metadata, authorization and token endpoints) as dialled: like
+/// [`dial_url`]; the URL itself (its issuer, its `resource`) is compared as the runner gave it.
+fn dial_loopback(u: &url::Url) -> url::Url {
+    let mut d = u.clone();
+    if d.host_str() == Some("localhost") {
+        let _ = d.set_host(Some("127.0.0.1"));
+    }
+    d
+}
+
 /// The tools the daemon would advertise from an HTTP server: those whose `x-mcp-header`
 /// annotations follow the spec's rules, with the headers they mirror.
 fn usable_tools(cat: &Catalogue) -> Vec<(String, Value, Vec<headers::ParamHeader>)> {
@@ -205,24 +224,71 @@ fn note(msg: &str) {
 struct Run {
     client: McpClient,
     transport: std::sync::Arc<HttpTransport>,
+    /// Signing in when the server asks for it (`auth`).
+    auth: tokio::sync::Mutex<auth::Auth>,
 }
 
 impl Run {
-    fn open(url: url::Url) -> Result<Run, String> {
+    /// `server_url` as the runner gave it (what OAuth compares), `url` as dialled.
+    fn open(server_url: &str, url: url::Url, context: Option<&Value>) -> Result<Run, String> {
         let tls = tls::client_config(&[]).map_err(|e| e.to_string())?;
         let (client, sink, _events) = McpClient::new();
         let transport = HttpTransport::start(
             HttpSpec {
                 url,
                 headers: Vec::new(),
-                tls,
+                tls: tls.clone(),
             },
             sink,
         )
         .map_err(|e| e.to_string())?;
         let shared: SharedTransport = transport.clone();
         client.attach(shared);
-        Ok(Run { client, transport })
+        let fetcher = Fetcher::new(tls).with_dial(dial_loopback);
+        let auth = auth::Auth::new(
+            fetcher,
+            server_url,
+            auth::configured_client(context),
+            transport.clone(),
+        );
+        Ok(Run {
+            client,
+            transport,
+            auth: tokio::sync::Mutex::new(auth),
+        })
+    }
+
+    /// The handshake, signing in when it is refused for want of a token.
+    async fn handshake(&self) -> Result<ServerHello, String> {
+        let mut attempt = auth::Attempt::default();
+        loop {
+            match handshake::handshake(&self.client, HANDSHAKE_TIMEOUT).await {
+                Ok(h) => return Ok(h),
+                Err(e) => match auth::of_handshake(&e) {
+                    Some(r) => {
+                        note(&format!("connecting: {e}"));
+                        self.auth.lock().await.recover(&r, &mut attempt).await?;
+                    }
+                    None => return Err(format!("connecting failed: {e}")),
+                },
+            }
+        }
+    }
+
+    /// Listing the catalogue, signing in when it is refused for want of a token or scope.
+    async fn discover(&self, hello: &ServerHello) -> Result<Catalogue, String> {
+        let mut attempt = auth::Attempt::default();
+        loop {
+            match discovery::discover(&self.client, hello, REQUEST_TIMEOUT).await {
+                Ok(c) => return Ok(c),
+                Err(discovery::DiscoveryError::Rpc(e)) if auth::of_rpc(&e).is_some() => {
+                    note(&format!("listing the catalogue: {e}"));
+                    let r = auth::of_rpc(&e).expect("checked");
+                    self.auth.lock().await.recover(&r, &mut attempt).await?;
+                }
+                Err(e) => return Err(format!("listing the catalogue failed: {e}")),
+            }
+        }
     }
 
     async fn close(&self) {
@@ -240,11 +306,28 @@ impl Run {
             Some(Value::String(n)) => format!("{method} {n:?}"),
             _ => method.to_owned(),
         };
-        let result = self
-            .client
-            .request_with(method, Some(params), REQUEST_TIMEOUT, param_headers)
-            .await
-            .map_err(|e| format!("{what} failed: {e}"))?;
+        let mut attempt = auth::Attempt::default();
+        let result = loop {
+            match self
+                .client
+                .request_with(method, Some(params.clone()), REQUEST_TIMEOUT, param_headers)
+                .await
+            {
+                Ok(v) => break v,
+                Err(e) => match auth::of_rpc(&e) {
+                    Some(r) => {
+                        note(&format!("{what}: {e}"));
+                        self.auth
+                            .lock()
+                            .await
+                            .recover(&r, &mut attempt)
+                            .await
+                            .map_err(|a| format!("{what} failed: {e}; {a}"))?;
+                    }
+                    None => return Err(format!("{what} failed: {e}")),
+                },
+            }
+        };
         discovery::check_complete(&result).map_err(|e| format!("{what}: {e}"))?;
         if result.get("isError").and_then(Value::as_bool) == Some(true) {
             note(&format!("{what}: the tool reported an error (isError)"));
@@ -255,9 +338,7 @@ impl Run {
     }
 
     async fn work(&self, plan: &Plan, expected_version: Option<&str>) -> Result<(), String> {
-        let hello: ServerHello = handshake::handshake(&self.client, HANDSHAKE_TIMEOUT)
-            .await
-            .map_err(|e| format!("connecting failed: {e}"))?;
+        let hello: ServerHello = self.handshake().await?;
         note(&format!(
             "connected: protocol {} ({:?} era)",
             hello.protocol.version, hello.protocol.era
@@ -270,9 +351,7 @@ impl Run {
                 ));
             }
         }
-        let cat = discovery::discover(&self.client, &hello, REQUEST_TIMEOUT)
-            .await
-            .map_err(|e| format!("listing the catalogue failed: {e}"))?;
+        let cat = self.discover(&hello).await?;
         note(&format!(
             "catalogue: {} tools, {} resources, {} resource templates, {} prompts",
             cat.tools.len(),
@@ -415,7 +494,7 @@ pub fn run(url: &str) -> i32 {
     };
     note(&format!("scenario {shown}: {plan:?}"));
     actix::System::new().block_on(async move {
-        let run = match Run::open(dial) {
+        let run = match Run::open(url, dial, context.as_ref()) {
             Ok(r) => r,
             Err(e) => {
                 note(&format!("cannot start the HTTP transport: {e}"));

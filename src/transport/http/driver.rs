@@ -17,7 +17,7 @@ use crate::protocol::era::{Era, ProtocolVersion};
 use crate::protocol::jsonrpc::{self, RequestId};
 use crate::transport::gate::RequestLimiter;
 use crate::transport::{Inbound, InboundSink, OutKind, TransportError};
-use awc::http::header::{HeaderName, HeaderValue};
+use awc::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use awc::http::{Method, StatusCode, Uri};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -92,6 +92,12 @@ impl Ctx {
         let mut req = self.client.request(method, self.uri.clone());
         for (n, v) in &self.headers {
             req = req.insert_header((n.clone(), v.clone()));
+        }
+        if let Some(token) = self.shared.bearer() {
+            if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
+                v.set_sensitive(true);
+                req = req.insert_header((AUTHORIZATION, v));
+            }
         }
         if let Some(s) = session {
             req = req.insert_header((SESSION_HEADER, s));

@@ -238,6 +238,10 @@ struct Shared {
     session: Mutex<Option<String>>,
     listen: Mutex<ListenState>,
     stats: HttpStats,
+    /// The OAuth access token every request carries (`Authorization: Bearer`), replacing a
+    /// configured `Authorization` header; set and changed by the caller (a sign-in, a
+    /// refresh) while the transport runs.
+    bearer: Mutex<Option<Secret>>,
 }
 
 impl Shared {
@@ -248,6 +252,9 @@ impl Shared {
     }
     fn session(&self) -> Option<String> {
         self.session.lock().ok().and_then(|g| g.clone())
+    }
+    fn bearer(&self) -> Option<Secret> {
+        self.bearer.lock().ok().and_then(|g| g.clone())
     }
     fn close_with(&self, reason: &str) {
         if let Ok(mut g) = self.closed_reason.lock() {
@@ -325,6 +332,7 @@ impl HttpTransport {
             session: Mutex::new(None),
             listen: Mutex::new(ListenState::NotOpened),
             stats,
+            bearer: Mutex::new(None),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let (done_tx, done) = watch::channel(false);
@@ -350,6 +358,22 @@ impl HttpTransport {
             let _ = done_tx.send(true);
         });
         Ok(Arc::new(HttpTransport { tx, shared, done }))
+    }
+
+    /// The OAuth access token (the bare token, without `Bearer `) every later request
+    /// carries as `Authorization: Bearer <token>`, in place of a configured `Authorization`
+    /// header; `None` stops sending it. Requests already sent are not changed. It is a
+    /// secret: sent as a sensitive header and scrubbed from error details.
+    pub fn set_bearer(&self, token: Option<Secret>) -> Result<(), TransportError> {
+        if let Some(t) = &token {
+            HeaderValue::from_str(&format!("Bearer {}", t.expose())).map_err(|_| {
+                TransportError::Connect("the access token is not a valid HTTP header value".into())
+            })?;
+        }
+        if let Ok(mut g) = self.shared.bearer.lock() {
+            *g = token;
+        }
+        Ok(())
     }
 
     /// The session id the server gave (2025-11-25 era), if any.

@@ -58,7 +58,14 @@ pub(super) fn capture_session(ctx: &Ctx, resp: &awc::ClientResponse) {
 impl Ctx {
     /// Text from the server made fit for an error (see [`scrub_detail`]).
     pub(super) fn detail(&self, text: &str) -> String {
-        scrub_detail(text, &self.secrets)
+        match self.shared.bearer() {
+            Some(token) if token.expose().len() >= 4 => {
+                let mut secrets = self.secrets.clone();
+                secrets.push(token.expose().to_owned());
+                scrub_detail(text, &secrets)
+            }
+            _ => scrub_detail(text, &self.secrets),
+        }
     }
 
     /// The server ended the session: tell the client core once, stop everything.

@@ -437,6 +437,28 @@ async fn json_reply_and_the_headers_sent() {
 }
 
 #[actix_rt::test]
+async fn an_oauth_token_set_while_running_replaces_the_authorization_header() {
+    let (url, log) = serve(session_server(|_, _| None)).await;
+    let (t, mut rx) = start(&url, fast(), vec![("Authorization", "Bearer configured-1")]);
+    request(&t, 1, "initialize");
+    expect_result(next(&mut rx).await, 1);
+    t.set_bearer(Some(Secret::new("oauth-token-2"))).unwrap();
+    request(&t, 2, "tools/list");
+    expect_result(next(&mut rx).await, 2);
+    t.set_bearer(None).unwrap();
+    request(&t, 3, "tools/list");
+    expect_result(next(&mut rx).await, 3);
+    assert!(t.set_bearer(Some(Secret::new("bad\ntoken"))).is_err());
+    let reqs = log.reqs();
+    assert_eq!(reqs[0].header("authorization"), Some("Bearer configured-1"));
+    assert_eq!(
+        reqs[1].header("authorization"),
+        Some("Bearer oauth-token-2")
+    );
+    assert_eq!(reqs[2].header("authorization"), Some("Bearer configured-1"));
+}
+
+#[actix_rt::test]
 async fn modern_requests_get_no_legacy_headers() {
     let (url, log) = serve(session_server(|_, _| None)).await;
     let (t, mut rx) = start(&url, fast(), vec![]);
