@@ -82,13 +82,19 @@ impl ClientRecord {
     }
 
     /// Add the client's authentication to a token request's form; answers the HTTP Basic
-    /// credentials when that is the method.
+    /// credentials when that is the method. The `client_id` is in the form with every method,
+    /// Basic included (never the secret): the MCP Python SDK's token endpoint
+    /// (`mcp/server/auth/middleware/client_auth.py`, which FastMCP serves) refuses a request
+    /// without it ("Missing client_id"), and its own client sends it the same way.
     pub(crate) fn authenticate<'a>(
         &'a self,
         form: &mut Vec<(&'static str, String)>,
     ) -> Option<(&'a str, &'a Sensitive)> {
         match (self.auth_method, &self.client_secret) {
-            (AuthMethod::ClientSecretBasic, Some(s)) => Some((self.client_id.as_str(), s)),
+            (AuthMethod::ClientSecretBasic, Some(s)) => {
+                form.push(("client_id", self.client_id.clone()));
+                Some((self.client_id.as_str(), s))
+            }
             (AuthMethod::ClientSecretPost, Some(s)) => {
                 form.push(("client_id", self.client_id.clone()));
                 form.push(("client_secret", s.expose().to_owned()));
@@ -387,8 +393,9 @@ mod tests {
         };
         let mut form = Vec::new();
         assert!(c.authenticate(&mut form).is_some());
-        assert!(form.is_empty());
+        assert_eq!(form, vec![("client_id", "id".to_owned())]);
         c.auth_method = AuthMethod::ClientSecretPost;
+        let mut form = Vec::new();
         assert!(c.authenticate(&mut form).is_none());
         assert_eq!(form.len(), 2);
         c.auth_method = AuthMethod::None;
