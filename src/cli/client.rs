@@ -608,6 +608,23 @@ fn browser() -> Option<PathBuf> {
         .find_map(|n| find(n))
 }
 
+/// Open `url` in the browser [`browser`] finds: `None` when there is none (or
+/// `ALBEDO_NO_BROWSER` is set), else whether it could be started (not waited for).
+pub fn open_in_browser(url: &str) -> Option<Result<(), String>> {
+    let b = browser()?;
+    let opened = std::process::Command::new(&b)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    Some(
+        opened
+            .map(drop)
+            .map_err(|e| format!("could not start {}: {e}", b.display())),
+    )
+}
+
 /// `albedo-mcp web`: a one-time sign-in link to the web pane (good once, for a minute),
 /// printed, and opened in a browser when there is one.
 pub fn web(daemon: Option<&str>) -> i32 {
@@ -628,16 +645,8 @@ pub fn web(daemon: Option<&str>) -> i32 {
             return 1;
         };
         println!("{link}");
-        if let Some(b) = browser() {
-            let opened = std::process::Command::new(&b)
-                .arg(link)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn();
-            if let Err(e) = opened {
-                eprintln!("albedo-mcp: could not start {}: {e}", b.display());
-            }
+        if let Some(Err(e)) = open_in_browser(link) {
+            eprintln!("albedo-mcp: {e}");
         }
         eprintln!("(the link works once, within a minute)");
         0

@@ -1,5 +1,6 @@
 //! `albedo-mcp mcp …`: the MCP servers of a running daemon from the command line: list,
-//! show, add, edit, remove, enable, disable, test, list and call tools, import.
+//! show, add, edit, remove, enable, disable, test, list and call tools, import, sign in and
+//! out (`login.rs`).
 //!
 //! Owns: turning arguments into requests to the daemon's settings and session API
 //! (`GET`/`PATCH /settings/mcp`, `POST /settings/mcp/servers/{name}/test`, a throwaway
@@ -12,6 +13,7 @@
 //! Secret values given on the command line go into the PATCH's `secrets` and are never
 //! printed; the daemon's answers carry only whether a secret is set.
 
+mod login;
 mod patch;
 mod render;
 
@@ -80,6 +82,20 @@ pub enum McpCommand {
     Test { name: String },
     /// Make the daemon read extensions.json again (after editing it by hand).
     Reload,
+    /// Sign in to an HTTP server with OAuth: print the authorization URL, open a browser on
+    /// it, and wait until the sign-in is over (Ctrl-C cancels it).
+    Login {
+        name: String,
+        /// Print the URL only; open no browser (so does ALBEDO_NO_BROWSER).
+        #[arg(long)]
+        no_browser: bool,
+        /// Also read the address the browser ends on (the redirect with `code` and `state`)
+        /// from standard input, for a browser that cannot reach this machine's loopback.
+        #[arg(long)]
+        paste: bool,
+    },
+    /// Sign out of a server: forget its OAuth tokens.
+    Logout { name: String },
     /// Add the servers of another client's file (Claude, Cursor, VS Code, Codex).
     Import {
         file: PathBuf,
@@ -336,6 +352,12 @@ async fn dispatch(
             }
             Ok(0)
         }
+        McpCommand::Login {
+            name,
+            no_browser,
+            paste,
+        } => login::login(c, out, &name, no_browser, paste).await,
+        McpCommand::Logout { name } => login::logout(c, out, &name).await,
         McpCommand::Import { .. } => Ok(1),
     }
 }
@@ -391,7 +413,7 @@ fn state_line(answer: &Value, name: &str) -> String {
         s.push_str(&format!(", {n} tool{}", if n == 1 { "" } else { "s" }));
     }
     if state == "needs_sign_in" {
-        s.push_str(" (sign in from the web pane: albedo-mcp web)");
+        s.push_str(&format!(" (sign in with: albedo-mcp mcp login {name})"));
     }
     s
 }

@@ -364,7 +364,10 @@ pub fn render_test(r: &Value) -> String {
     if r["needs_sign_in"] == true {
         rows.push(vec![
             "sign-in".into(),
-            "needed (sign in from the web pane: albedo-mcp web)".into(),
+            format!(
+                "needed (sign in with: albedo-mcp mcp login {})",
+                r["server"].as_str().unwrap_or("NAME")
+            ),
         ]);
     }
     if let Some(e) = r["error"].as_str() {
