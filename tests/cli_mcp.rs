@@ -76,6 +76,8 @@ fn every_subcommand() -> Vec<Vec<&'static str>> {
         vec!["mcp", "call", "x/echo", "{}"],
         vec!["mcp", "test", "x"],
         vec!["mcp", "reload"],
+        vec!["mcp", "login", "x"],
+        vec!["mcp", "logout", "x"],
         vec!["status"],
         vec!["tools"],
         vec!["web"],

@@ -594,3 +594,64 @@ pub fn http_faults(extra: &[&str]) -> (HttpPeer, PathBuf) {
     args.extend(extra.iter().map(|s| s.to_string()));
     (HttpPeer::start_in(dir, &venv_python(), &args, "http"), log)
 }
+
+/// `tests/servers/fastmcp_oauth.py` (FastMCP with its in-memory OAuth provider, see its
+/// docstring) in a fresh folder that is also its record folder (`counts.json`, `issued.txt`),
+/// with `extra` flags; `{dir}` in a flag stands for that folder.
+pub fn fastmcp_oauth(extra: &[&str]) -> HttpPeer {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mut args = vec![
+        server_script("fastmcp_oauth.py"),
+        "--record-dir".into(),
+        d.clone(),
+    ];
+    args.extend(extra.iter().map(|s| s.replace("{dir}", &d)));
+    HttpPeer::start_in(dir, &venv_python(), &args, "http")
+}
+
+/// The TypeScript SDK v1 example `simpleStreamableHttp.js --oauth` (`extra`: e.g.
+/// `--oauth-strict`): the MCP server on `MCP_PORT` and its demo authorization server
+/// (dynamic registration, auto-approving `/authorize`) on `MCP_AUTH_PORT`, both bound to
+/// 127.0.0.1 by `localhost.cjs`. Its URL is `http://localhost:PORT/mcp`, the resource its
+/// metadata names.
+pub fn ts_oauth_example(extra: &[&str]) -> HttpPeer {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let auth_port = loop {
+        let p = free_port();
+        if p != port {
+            break p;
+        }
+    };
+    let example = peers()
+        .join("npm/node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js");
+    let mut child = Command::new("node")
+        .arg("--require")
+        .arg(repo().join("tests/peers/localhost.cjs"))
+        .arg(example)
+        .arg("--oauth")
+        .args(extra)
+        .env("MCP_PORT", port.to_string())
+        .env("MCP_AUTH_PORT", auth_port.to_string())
+        .stdin(Stdio::null())
+        .stdout(
+            std::fs::File::create(dir.path().join("stdout"))
+                .map(Stdio::from)
+                .unwrap_or(Stdio::null()),
+        )
+        .stderr(HttpPeer::stderr_file(&dir))
+        .spawn()
+        .expect("node and the TypeScript SDK (tests/peers/install.sh)");
+    HttpPeer::wait(&mut child, || {
+        [port, auth_port]
+            .iter()
+            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
+            .then_some(port)
+    });
+    HttpPeer {
+        child,
+        url: format!("http://localhost:{port}/mcp"),
+        dir,
+    }
+}

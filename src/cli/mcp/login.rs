@@ -57,6 +57,10 @@ pub(super) async fn login(
     paste: bool,
 ) -> Result<i32, McpError> {
     let path = login_path(name);
+    // Ctrl-C is caught from here on (a handler made now, not when first waited for: a
+    // Ctrl-C as soon as the URL shows still cancels the sign-in).
+    let mut ctrl_c = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| McpError::Usage(format!("cannot catch Ctrl-C: {e}")))?;
     let started = c
         .call(Method::PUT, &path, Some(&json!({})))
         .await
@@ -105,11 +109,9 @@ pub(super) async fn login(
         drop(tx);
     }
     let mut stdin_open = paste;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
-            _ = &mut ctrl_c => {
+            _ = ctrl_c.recv() => {
                 let _ = c.call(Method::DELETE, &path, None).await;
                 if out.json {
                     println!("{}", json!({"login": format!("mcp:{name}"), "state": "cancelled"}));
