@@ -26,4 +26,9 @@ export PEERS_LOCALHOST_CJS="$ALBEDO_REPO/tests/peers/localhost.cjs"
 # Test servers (Python, run with $PEERS_VENV_PY) and fault fixtures (stdlib only, python3).
 export PY_MCP_SERVER="$ALBEDO_REPO/tests/servers/py_mcp_server.py"
 export FASTMCP_PAGED="$ALBEDO_REPO/tests/servers/fastmcp_paged.py"
+# OAuth-protected peers: FastMCP with its in-memory OAuth provider (see its docstring), and the
+# TS SDK v1 example `node --require $PEERS_LOCALHOST_CJS $TS_OAUTH_EXAMPLE_JS --oauth` (env
+# MCP_PORT, MCP_AUTH_PORT; its URL is http://localhost:$MCP_PORT/mcp).
+export FASTMCP_OAUTH="$ALBEDO_REPO/tests/servers/fastmcp_oauth.py"
+export TS_OAUTH_EXAMPLE_JS="$PEERS_NPM_MODULES/@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js"
 export ALBEDO_FIXTURES="$ALBEDO_REPO/tests/fixtures"

@@ -40,8 +40,11 @@
 #        browser tests (tests/browser.rs, tests/browser/drive.cjs; NODE_PATH=this node_modules)
 #   tests/peers/localhost.cjs  node --require preload: listen() without host -> 127.0.0.1
 #                                                                                    PEERS_LOCALHOST_CJS
-#   tests/servers/py_mcp_server.py, tests/servers/fastmcp_paged.py  (run with PEERS_VENV_PY)
-#                                                           PY_MCP_SERVER, FASTMCP_PAGED
+#   tests/servers/py_mcp_server.py, tests/servers/fastmcp_paged.py,
+#   tests/servers/fastmcp_oauth.py (OAuth-protected)  (run with PEERS_VENV_PY)
+#                                             PY_MCP_SERVER, FASTMCP_PAGED, FASTMCP_OAUTH
+#   .peers/npm/node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server/
+#        simpleStreamableHttp.js --oauth (env MCP_PORT, MCP_AUTH_PORT)      TS_OAUTH_EXAMPLE_JS
 #   tests/fixtures/*.py        stdlib-only fault fixtures (any python3)     ALBEDO_FIXTURES
 #   .peers/logs/*.log          output of the last install of each part
 set -euo pipefail
