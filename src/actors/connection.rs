@@ -44,6 +44,8 @@ pub struct ConnContext {
     pub dials: DialLimit,
     /// How the registry restarts a connection that panicked.
     pub restart: RestartPolicy,
+    /// The daemon's OAuth tokens (`None`: no sign-ins, as in tests of the actors alone).
+    pub tokens: Option<super::tokens::TokenBook>,
 }
 
 impl ConnContext {
@@ -54,6 +56,7 @@ impl ConnContext {
             http,
             dials: DialLimit::new(DEFAULT_CONCURRENT_DIALS),
             restart: RestartPolicy::default(),
+            tokens: None,
         }
     }
 }
@@ -163,15 +166,21 @@ pub enum CallError {
     Invalid { server: String, reason: String },
     #[error("no such tool: {0}")]
     NoSuchTool(String),
+    /// The server refused the request until the user signs in (again); it did not run.
+    #[error(
+        "the request to {server:?} did not run: the server needs the user to sign in ({reason})"
+    )]
+    NeedsSignIn { server: String, reason: String },
 }
 
 impl CallError {
     /// `not_run`, `unknown`, or `error` (the server answered with an error).
     pub fn outcome(&self) -> &'static str {
         match self {
-            CallError::Unavailable { .. } | CallError::NotRun { .. } | CallError::NoSuchTool(_) => {
-                "not_run"
-            }
+            CallError::Unavailable { .. }
+            | CallError::NotRun { .. }
+            | CallError::NoSuchTool(_)
+            | CallError::NeedsSignIn { .. } => "not_run",
             CallError::Unknown { .. } => "unknown",
             CallError::Server { .. } | CallError::Invalid { .. } => "error",
         }
@@ -320,6 +329,8 @@ struct Link {
     /// Dials finished, and the error of the last one if it failed.
     dials: std::cell::Cell<u64>,
     last_dial_error: RefCell<Option<HandshakeError>>,
+    /// The OAuth access token the current transport carries, if any.
+    bearer: RefCell<Option<String>>,
 }
 
 /// Marks a link unavailable when a dial is dropped before it finished.
@@ -358,6 +369,7 @@ impl Link {
             ignored: std::cell::Cell::new(0),
             dials: std::cell::Cell::new(0),
             last_dial_error: RefCell::new(None),
+            bearer: RefCell::new(None),
         })
     }
 
@@ -475,7 +487,8 @@ impl Link {
                 }
             },
         };
-        client.attach(transport);
+        let bearer = self.apply_bearer(&transport).await?;
+        client.attach(transport.clone());
         let tx = self.events.clone();
         actix::spawn(async move {
             while let Some(e) = events.recv().await {
@@ -484,7 +497,28 @@ impl Link {
                 }
             }
         });
-        match handshake::handshake(&client, self.startup_timeout()).await {
+        let mut shaken = handshake::handshake(&client, self.startup_timeout()).await;
+        // A 401 for the token we sent: refreshed once (single-flight), and asked again.
+        if let (Err(HandshakeError::NeedsAuth { status: 401, .. }), Some(sent)) = (&shaken, &bearer)
+        {
+            if self
+                .after_refusal(&transport, sent, 401, None)
+                .await
+                .is_ok()
+            {
+                shaken = handshake::handshake(&client, self.startup_timeout()).await;
+            }
+        }
+        if let Err(HandshakeError::NeedsAuth {
+            status: 403,
+            www_authenticate: Some(h),
+        }) = &shaken
+        {
+            if let Some(sent) = &bearer {
+                let _ = self.after_refusal(&transport, sent, 403, Some(h)).await;
+            }
+        }
+        match shaken {
             Ok(h) => {
                 if h.protocol.era == crate::protocol::Era::Modern {
                     if let Some(f) = crate::client::listen::filter(&h.capabilities) {
@@ -505,6 +539,75 @@ impl Link {
                 client.close();
                 Err(e)
             }
+        }
+    }
+
+    /// The OAuth token an HTTP server's requests carry, set on its transport: answers the
+    /// token sent (to tell a refresh whether it is stale). A stored sign-in the user must
+    /// renew refuses the dial as needing a sign-in.
+    async fn apply_bearer(
+        &self,
+        transport: &SharedTransport,
+    ) -> Result<Option<String>, HandshakeError> {
+        let (ResolvedTransport::Http { url, .. }, Some(book)) =
+            (&self.server.transport, &self.ctx.tokens)
+        else {
+            return Ok(None);
+        };
+        match book.bearer(self.name(), url.as_str()).await {
+            super::tokens::Bearer::None => Ok(None),
+            super::tokens::Bearer::Token(t) => {
+                let sent = t.expose().to_owned();
+                transport
+                    .set_bearer(Some(t))
+                    .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?;
+                *self.bearer.borrow_mut() = Some(sent.clone());
+                Ok(Some(sent))
+            }
+            super::tokens::Bearer::NeedsSignIn(why) => {
+                *self.last_error.borrow_mut() = Some(why);
+                Err(HandshakeError::NeedsAuth {
+                    status: 401,
+                    www_authenticate: None,
+                })
+            }
+        }
+    }
+
+    /// A request that carried `sent` was refused (401, or 403 with its challenge): after a
+    /// 401 the token is refreshed once and set on the transport (`Ok`: send it again); a 403
+    /// `insufficient_scope` records a step-up for the next sign-in. `Err`: why the user must
+    /// sign in.
+    async fn after_refusal(
+        &self,
+        transport: &SharedTransport,
+        sent: &str,
+        status: u16,
+        www_authenticate: Option<&str>,
+    ) -> Result<(), String> {
+        let (ResolvedTransport::Http { url, .. }, Some(book)) =
+            (&self.server.transport, &self.ctx.tokens)
+        else {
+            return Err("the server needs the user to sign in".into());
+        };
+        if status == 403 {
+            let challenge = www_authenticate.and_then(crate::oauth::Challenge::parse);
+            return Err(match challenge {
+                Some(c) if c.insufficient_scope() => {
+                    book.insufficient_scope(self.name(), url.as_str(), &c)
+                }
+                _ => "the server refused the request (HTTP 403)".into(),
+            });
+        }
+        match book.refused(self.name(), url.as_str(), sent).await {
+            super::tokens::Bearer::Token(t) => {
+                let now = t.expose().to_owned();
+                transport.set_bearer(Some(t)).map_err(|e| e.to_string())?;
+                *self.bearer.borrow_mut() = Some(now);
+                Ok(())
+            }
+            super::tokens::Bearer::NeedsSignIn(why) => Err(why),
+            super::tokens::Bearer::None => Err("the server needs the user to sign in".into()),
         }
     }
 
@@ -560,6 +663,15 @@ impl Link {
         let dial = tokio::time::timeout(self.startup_timeout(), self.client()).await;
         let (client, _) = match dial {
             Ok(Ok(c)) => c,
+            Ok(Err(e @ HandshakeError::NeedsAuth { .. })) => {
+                let reason = self
+                    .last_error
+                    .borrow()
+                    .clone()
+                    .filter(|_| self.ctx.tokens.is_some())
+                    .unwrap_or_else(|| e.to_string());
+                return Err(CallError::NeedsSignIn { server, reason });
+            }
             Ok(Err(e)) => {
                 return Err(CallError::Unavailable {
                     server,
@@ -598,9 +710,51 @@ impl Link {
                 ("prompts/get", named(name, arguments), vec![])
             }
         };
-        let r = client
-            .request_with(method, Some(params), self.call_timeout(), &hdrs)
+        let mut r = client
+            .request_with(method, Some(params.clone()), self.call_timeout(), &hdrs)
             .await;
+        // Refused before it ran (401/403): with a stored sign-in, a 401 refreshes the token
+        // once and the request is sent again (it did not run); a 403 `insufficient_scope`
+        // records a step-up. Either way a refusal that stays says the user must sign in.
+        if let Err(RpcError::NotSent(TransportError::Status {
+            status: status @ (401 | 403),
+            www_authenticate,
+            ..
+        })) = &r
+        {
+            let (status, challenge) = (*status, www_authenticate.clone());
+            let sent = self.bearer.borrow().clone();
+            let transport = client_transport(&client);
+            let outcome = match (&sent, &transport) {
+                (Some(sent), Some(t)) => {
+                    self.after_refusal(t, sent, status, challenge.as_deref())
+                        .await
+                }
+                _ => Err("the server needs the user to sign in".into()),
+            };
+            match outcome {
+                Ok(()) => {
+                    r = client
+                        .request_with(method, Some(params), self.call_timeout(), &hdrs)
+                        .await;
+                }
+                Err(why) => {
+                    return Err(CallError::NeedsSignIn {
+                        server,
+                        reason: why,
+                    })
+                }
+            }
+            if let Err(RpcError::NotSent(TransportError::Status {
+                status: 401 | 403, ..
+            })) = &r
+            {
+                return Err(CallError::NeedsSignIn {
+                    server,
+                    reason: "the server still refuses the request after a refresh".into(),
+                });
+            }
+        }
         match r {
             Ok(v) => {
                 check_complete(&v).map_err(|e| CallError::Invalid {
@@ -655,6 +809,10 @@ fn clean_call_error(e: CallError, redact: &Redactor) -> CallError {
             reason: redact.clean(&reason),
         },
         CallError::Invalid { server, reason } => CallError::Invalid {
+            server,
+            reason: redact.clean(&reason),
+        },
+        CallError::NeedsSignIn { server, reason } => CallError::NeedsSignIn {
             server,
             reason: redact.clean(&reason),
         },

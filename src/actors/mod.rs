@@ -12,7 +12,9 @@ pub mod handle;
 pub mod registry;
 pub mod retry;
 pub mod runtime;
+pub mod signin;
 pub mod strict;
+pub mod tokens;
 pub mod trial;
 
 pub use connection::{CallError, CallTarget};

@@ -6,6 +6,7 @@
 //! passes first) and the web pane with its sign-in (`pane`). Must not touch: transports; it
 //! talks to actors (Composition, Runtime, Registry) and reads their published snapshots.
 
+pub mod auth;
 pub mod body;
 pub mod pane;
 pub mod settings;
@@ -64,12 +65,13 @@ pub struct AppState {
     pub home: PathBuf,
     pub runtime: Addr<Runtime>,
     pub sessions: RwLock<HashMap<String, SessionHandle>>,
-    /// Serializes changes of the settings files by the API (held across a strict save's
-    /// trial of its servers).
-    pub settings_lock: tokio::sync::Mutex<()>,
     /// The digest of `extensions.json` as the daemon last read or wrote it: a PATCH over a
     /// hand edit made since is refused (`changed_on_disk`).
     pub known_extensions: Mutex<settings::FileDigest>,
+    /// Sign-ins (`None` in tests of the API alone).
+    pub signins: Option<Addr<crate::actors::signin::SignIns>>,
+    /// The daemon's OAuth tokens, told when a settings change touches them.
+    pub tokens: Option<crate::actors::tokens::TokenBook>,
     /// The last strict save's trial of each server, under the fingerprint it tried.
     pub tried: Mutex<HashMap<String, (String, crate::actors::strict::TryOutcome)>>,
     pub next_session: AtomicU64,
@@ -83,10 +85,11 @@ impl AppState {
         AppState {
             known_extensions: Mutex::new(settings::digest_on_disk(&home)),
             tried: Mutex::new(HashMap::new()),
+            signins: None,
+            tokens: None,
             home,
             runtime,
             sessions: RwLock::new(HashMap::new()),
-            settings_lock: tokio::sync::Mutex::new(()),
             next_session: AtomicU64::new(1),
             limits,
             started: tokio::time::Instant::now(),
@@ -317,6 +320,15 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         .service(
             resource("/settings/mcp/servers/{name}/test", "POST")
                 .route(web::post().to(trial::test_server)),
+        )
+        .service(
+            resource("/auth/logins/{login}", "PUT, GET, DELETE")
+                .route(web::put().to(auth::start))
+                .route(web::get().to(auth::get))
+                .route(web::delete().to(auth::cancel)),
+        )
+        .service(
+            resource("/auth/logins/{login}/callback", "POST").route(web::post().to(auth::callback)),
         )
         .service(resource("/login/once", "POST").route(web::post().to(pane::issue_link)))
         .service(resource("/login", "GET").route(web::get().to(pane::login)))
@@ -650,6 +662,7 @@ fn call_error(e: CallError) -> ApiError {
         CallError::Server { .. } => (StatusCode::BAD_GATEWAY, "server_error"),
         CallError::Invalid { .. } => (StatusCode::BAD_GATEWAY, "invalid_result"),
         CallError::NoSuchTool(_) => (StatusCode::NOT_FOUND, "no_such_tool"),
+        CallError::NeedsSignIn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "needs_sign_in"),
     };
     let mut err = ApiError::new(status, code, e.to_string());
     let mut extra = json!({"outcome": e.outcome()});

@@ -307,14 +307,12 @@ async fn view(state: &AppState, read: &Read) -> Value {
             };
             let creds = read.creds.as_ref().ok();
             obj.insert("secrets".into(), secrets_set(creds, name, def));
-            let auth_state;
             if let Some((_, e)) = bad.iter().find(|(n, _)| n == name) {
                 obj.insert("problem".into(), Value::String(e.to_string()));
                 obj.insert(
                     "status".into(),
                     json!({"state": "invalid", "era": null, "protocol_version": null, "tools": null, "last_error": e.to_string()}),
                 );
-                auth_state = "none";
             } else if let Some(cfg) = configs.iter().find(|c| &c.name == name) {
                 let resolved = creds.map(|c| settings::resolve(cfg, &env, c));
                 let status = match &resolved {
@@ -330,11 +328,26 @@ async fn view(state: &AppState, read: &Read) -> Value {
                         status_of(state, &sessions, cfg, fp.as_deref(), &saved).await
                     }
                 };
-                auth_state = if status["state"] == "needs_sign_in" {
-                    "needs_sign_in"
-                } else {
-                    "none"
+                let url = match &cfg.transport {
+                    settings::TransportConfig::Http { url, .. } => {
+                        settings::validate_url(name, url)
+                            .ok()
+                            .map(|u| u.to_string())
+                    }
+                    _ => None,
                 };
+                let auth = crate::actors::signin::auth_view(
+                    creds,
+                    name,
+                    url.as_deref(),
+                    status["state"] == "needs_sign_in",
+                );
+                if auth["state"] == "needs_sign_in" && status["state"] == "not_connected" {
+                    obj.insert("status".into(), json!({"state": "needs_sign_in", "era": null, "protocol_version": null, "tools": status["tools"], "last_error": auth["reason"]}));
+                } else {
+                    obj.insert("status".into(), status);
+                }
+                obj.insert("auth".into(), auth);
                 for k in ["enabled", "startupTimeoutMs", "callTimeoutMs"] {
                     if !obj.contains_key(k) {
                         let v = match k {
@@ -345,11 +358,10 @@ async fn view(state: &AppState, read: &Read) -> Value {
                         obj.insert(k.into(), v);
                     }
                 }
-                obj.insert("status".into(), status);
-            } else {
-                auth_state = "none";
             }
-            obj.insert("auth".into(), json!({"state": auth_state}));
+            if !obj.contains_key("auth") {
+                obj.insert("auth".into(), json!({"state": "none"}));
+            }
             servers.insert(name.clone(), shown);
         }
     }
@@ -423,7 +435,7 @@ pub async fn patch_settings(
     state: web::Data<AppState>,
     Strict(patch): Strict<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let _serial = state.settings_lock.lock().await;
+    let _serial = pair::settings_lock().lock().await;
     let home = state.home.clone();
     let (on_disk, ext, creds) = web::block(move || {
         let bytes = pair::read_bytes(&extensions_path(&home))?;
@@ -512,6 +524,18 @@ pub async fn patch_settings(
         .map_err(|e| ApiError::internal(e.to_string()))?;
     if let Ok(mut k) = state.known_extensions.lock() {
         *k = new_digest;
+    }
+    if let Some(book) = &state.tokens {
+        // Whatever the change did to a server's tokens (a sign-out, a deletion), the book
+        // reads them again.
+        let named = patch
+            .get("secrets")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys());
+        for n in edited.deleted.iter().chain(&edited.tried).chain(named) {
+            book.forget(n);
+        }
     }
     let mut tested = Map::new();
     if let Ok(mut t) = state.tried.lock() {
@@ -608,7 +632,7 @@ pub async fn put_extension(
     Strict(body): Strict<EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
     let on = body.enabled;
-    let _serial = state.settings_lock.lock().await;
+    let _serial = pair::settings_lock().lock().await;
     let home = state.home.clone();
     let (before, after) = web::block(move || {
         let before = digest_on_disk(&home);

@@ -160,11 +160,16 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
             .unwrap_or(2)
             .clamp(1, 8);
         let registry = Registry::new(threads).start();
+        let tokens = crate::actors::tokens::TokenBook::new(home.clone(), tls.clone());
         let mut ctx = ConnContext::new(
             launcher,
             Some(Arc::new(crate::actors::connection::AwcOpener { tls })),
         );
         ctx.dials = crate::actors::connection::DialLimit::new(cfg.max_concurrent_dials);
+        ctx.tokens = Some(tokens.clone());
+        let signins = crate::actors::signin::SignIns::new(home.clone(), tokens.clone());
+        let sign_in_events = signins.events().subscribe();
+        let signins = signins.start();
         let runtime = Runtime::new(home.clone(), registry.clone(), ctx, Some(store)).start();
         let limits = api::SessionLimits {
             max_sessions: cfg.max_sessions.max(1),
@@ -176,8 +181,12 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
             max_concurrent_dials = cfg.max_concurrent_dials,
             "session limits"
         );
-        let state = web::Data::new(AppState::new(home.clone(), runtime, limits));
+        let mut app_state = AppState::new(home.clone(), runtime, limits);
+        app_state.signins = Some(signins);
+        app_state.tokens = Some(tokens);
+        let state = web::Data::new(app_state);
         actix_rt::spawn(api::sweep_idle_sessions(state.clone()));
+        actix_rt::spawn(api::auth::follow_sign_ins(state.clone(), sign_in_events));
         let trust = web::Data::new(api::trust::Trust::new(
             &token,
             home.clone(),

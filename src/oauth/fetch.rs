@@ -214,6 +214,39 @@ impl Fetcher {
         self.finish(url, sent).await
     }
 
+    /// Ask an MCP server for its challenge: an unauthenticated `initialize` POST (what a
+    /// client sends first), and the `WWW-Authenticate` of its 401 or 403. `Ok(None)`: it did
+    /// not refuse (or refused without a challenge), so discovery goes by the well-known URLs.
+    pub async fn challenge(
+        &self,
+        server_url: &Url,
+    ) -> Result<Option<super::Challenge>, OAuthError> {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "albedo-mcp", "version": env!("CARGO_PKG_VERSION")}}
+        });
+        let sent = self
+            .client
+            .post(self.target(server_url))
+            .insert_header((ACCEPT, "application/json, text/event-stream"))
+            .send_json(&body)
+            .await
+            .map_err(|e| OAuthError::Unreachable {
+                url: shown(server_url),
+                reason: super::server_text(&e.to_string(), &[]),
+            })?;
+        let status = sent.status().as_u16();
+        if status != 401 && status != 403 {
+            return Ok(None);
+        }
+        Ok(sent
+            .headers()
+            .get(awc::http::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(super::Challenge::parse))
+    }
+
     /// A JSON POST (registration endpoint).
     pub(crate) async fn post_json(
         &self,

@@ -229,7 +229,12 @@ pub fn apply(
             .as_object()
             .ok_or_else(|| bad("secrets", "must be an object of server name → secrets"))?;
         for (name, s) in secrets {
-            if edit_secrets(&mut ext, &mut cr, name, s)? {
+            // Signing out alone (`oauth: null`) changes no setting to try: the server is
+            // left needing a sign-in, which a trial could only confirm.
+            let sign_out_only = s
+                .as_object()
+                .is_some_and(|m| m.keys().all(|k| k == "oauth"));
+            if edit_secrets(&mut ext, &mut cr, name, s)? && !sign_out_only {
                 edited.insert(name.clone());
             }
         }
@@ -634,7 +639,12 @@ fn edit_secrets(
                 if !v.is_null() {
                     return Err(bad(f, "only null is accepted (signs the server out)"));
                 }
+                // Signed out: the tokens go, and the settings say so until a sign-in.
                 changed |= store.remove("oauth").is_some();
+                store.remove("oauth_refused");
+                if changed {
+                    store.insert("oauth_signed_out".into(), Value::Bool(true));
+                }
             }
             _ => {}
         }

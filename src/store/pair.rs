@@ -16,6 +16,33 @@ use super::settings::{creds_path, extensions_path};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The one lock every change of the pair takes (the settings API, a sign-in's tokens, a
+/// refresh): changes are serialized and none is lost.
+pub fn settings_lock() -> &'static tokio::sync::Mutex<()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    &LOCK
+}
+
+/// Change `creds.json` alone (tokens after a sign-in or a refresh), through the journal like
+/// any change of the pair: `extensions.json` is written back as it is. The caller holds
+/// [`settings_lock`]. `change` answers whether it changed anything (nothing is written
+/// otherwise).
+pub fn update_creds(
+    home: &Path,
+    change: impl FnOnce(&mut serde_json::Map<String, Value>) -> bool,
+) -> Result<(), PairError> {
+    let creds = super::settings::Credentials::load(home).map_err(|e| PairError::Write {
+        path: creds_path(home).display().to_string(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let mut raw = creds.raw;
+    if !change(&mut raw) {
+        return Ok(());
+    }
+    let ext = read_bytes(&extensions_path(home))?.unwrap_or_else(|| b"{}\n".to_vec());
+    write_pair(home, &ext, &super::settings::to_file_bytes(&raw))
+}
+
 /// The journal of a pair being written.
 pub fn journal_path(home: &Path) -> PathBuf {
     home.join(".settings.pending")

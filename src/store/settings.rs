@@ -782,6 +782,22 @@ pub fn resolve(
                 mac.update_field(v.expose().as_bytes());
                 hs.push((k.clone(), v));
             }
+            // A sign-in (or its end) is a new credential: the connections that used the old
+            // one are not kept. A refresh is not: the record's server, issuer and client
+            // stay the same.
+            if let Some(rec) = creds
+                .raw
+                .get("mcp")
+                .and_then(|m| m.get(name))
+                .and_then(|s| s.get("oauth"))
+            {
+                mac.update_field(b"\0oauth");
+                for k in ["server_url", "issuer"] {
+                    mac.update_field(rec.get(k).and_then(Value::as_str).unwrap_or("").as_bytes());
+                }
+                let client = rec.get("client").and_then(|c| c.get("client_id"));
+                mac.update_field(client.and_then(Value::as_str).unwrap_or("").as_bytes());
+            }
             ResolvedTransport::Http { url, headers: hs }
         }
     };

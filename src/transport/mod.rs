@@ -80,6 +80,14 @@ pub trait Transport: Send + Sync {
     fn negotiated(&self, _version: &ProtocolVersion) {}
     /// Open the legacy GET listening stream (HTTP only).
     fn open_listen_stream(&self) {}
+    /// The OAuth access token later requests carry (HTTP only; see
+    /// [`http::HttpTransport::set_bearer`]).
+    fn set_bearer(
+        &self,
+        _token: Option<crate::store::settings::Secret>,
+    ) -> Result<(), TransportError> {
+        Ok(())
+    }
     /// Shut down: stdio runs the close sequence, HTTP sends `DELETE` for its session.
     fn close(&self);
     /// How many unusable messages (malformed, oversized) the server sent so far.

@@ -436,6 +436,10 @@ impl Transport for HttpTransport {
         TransportKind::Http
     }
 
+    fn set_bearer(&self, token: Option<Secret>) -> Result<(), TransportError> {
+        HttpTransport::set_bearer(self, token)
+    }
+
     fn send(&self, msg: Outbound) -> Result<(), TransportError> {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(self.closed_error());

@@ -1,0 +1,293 @@
+//! The daemon's OAuth tokens, as connections use them: the access token every request to a
+//! server carries, refreshed a minute before it expires and once after a 401, with one refresh
+//! per server at a time for the whole daemon (every session's connection shares this book),
+//! and what a refused refresh or a 403 `insufficient_scope` leaves behind.
+//!
+//! Tokens live in `creds.json` under `mcp.<server>`: `oauth` (the record, with the server URL
+//! it belongs to: a record for another URL is never sent), `oauth_refused` (why the server
+//! needs a sign-in after the authorization server refused a refresh: not tried again),
+//! `oauth_clients` (registrations kept per issuer and redirect URI), `oauth_signed_out`.
+//! The book keeps what it read or refreshed in memory, so a refresh never waits for the
+//! settings lock (a strict save may hold it while it dials); writes go to the file in the
+//! background, under that lock.
+//!
+//! Owns: that cache, single-flight refreshes, and their persistence. Must not touch: the HTTP
+//! API, transports (the connection sets the bearer it is given).
+
+use crate::oauth::{flow, Challenge, Fetcher, TokenRecord};
+use crate::store::settings::{Credentials, Secret};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// What a connection sends.
+#[derive(Debug, Clone)]
+pub enum Bearer {
+    /// No sign-in is stored for this server (at this URL).
+    None,
+    Token(Secret),
+    /// Signed in once, but the tokens cannot be used: the user must sign in again.
+    NeedsSignIn(String),
+}
+
+/// One server's tokens as the book knows them.
+#[derive(Clone, Default)]
+struct Entry {
+    record: Option<TokenRecord>,
+    refused: Option<String>,
+}
+
+struct Inner {
+    home: PathBuf,
+    tls: Arc<rustls::ClientConfig>,
+    cache: Mutex<HashMap<String, Entry>>,
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Shared by every connection of the daemon (cheap to clone).
+#[derive(Clone)]
+pub struct TokenBook(Arc<Inner>);
+
+impl std::fmt::Debug for TokenBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenBook")
+    }
+}
+
+/// The `mcp.<server>` object of `creds.json`, created when missing.
+pub fn server_creds<'a>(
+    raw: &'a mut Map<String, Value>,
+    server: &str,
+) -> &'a mut Map<String, Value> {
+    let mcp = raw
+        .entry("mcp")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !mcp.is_object() {
+        *mcp = Value::Object(Map::new());
+    }
+    let s = mcp
+        .as_object_mut()
+        .map(|m| {
+            m.entry(server.to_owned())
+                .or_insert_with(|| Value::Object(Map::new()))
+        })
+        .filter(|v| v.is_object());
+    match s.and_then(Value::as_object_mut) {
+        Some(m) => m,
+        None => unreachable!("made an object just above"),
+    }
+}
+
+impl TokenBook {
+    pub fn new(home: PathBuf, tls: Arc<rustls::ClientConfig>) -> TokenBook {
+        TokenBook(Arc::new(Inner {
+            home,
+            tls,
+            cache: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn tls(&self) -> Arc<rustls::ClientConfig> {
+        self.0.tls.clone()
+    }
+
+    /// Read a server's entry from `creds.json`.
+    fn load(&self, server: &str) -> Entry {
+        let Ok(c) = Credentials::load(&self.0.home) else {
+            return Entry::default();
+        };
+        let s = c.raw.get("mcp").and_then(|m| m.get(server));
+        Entry {
+            record: s
+                .and_then(|s| s.get("oauth"))
+                .and_then(|r| serde_json::from_value(r.clone()).ok()),
+            refused: s
+                .and_then(|s| s.get("oauth_refused"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+
+    fn entry(&self, server: &str) -> Entry {
+        if let Ok(c) = self.0.cache.lock() {
+            if let Some(e) = c.get(server) {
+                return e.clone();
+            }
+        }
+        let e = self.load(server);
+        if let Ok(mut c) = self.0.cache.lock() {
+            c.insert(server.to_owned(), e.clone());
+        }
+        e
+    }
+
+    /// Forget what the book holds for `server` (its tokens changed on disk: a sign-in, a sign
+    /// out, a deleted server); the next use reads `creds.json` again.
+    pub fn forget(&self, server: &str) {
+        if let Ok(mut c) = self.0.cache.lock() {
+            c.remove(server);
+        }
+    }
+
+    fn flight(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.0
+            .flights
+            .lock()
+            .map(|mut f| f.entry(server.to_owned()).or_default().clone())
+            .unwrap_or_default()
+    }
+
+    /// The bearer for a request to `server` at `url`: its token (refreshed first when within
+    /// a minute of expiry), or none, or why it needs a sign-in.
+    pub async fn bearer(&self, server: &str, url: &str) -> Bearer {
+        let e = self.entry(server);
+        if let Some(why) = e.refused {
+            return Bearer::NeedsSignIn(why);
+        }
+        let Some(rec) = e.record.filter(|r| r.belongs_to(url)) else {
+            return Bearer::None;
+        };
+        if rec.needs_refresh(crate::oauth::now_secs()) {
+            return self.refresh(server, url, rec.access_token.expose()).await;
+        }
+        Bearer::Token(Secret::new(rec.access_token.expose()))
+    }
+
+    /// A request that carried `sent` was refused with 401: refresh once (another connection
+    /// may have refreshed meanwhile: then its token), or say why a sign-in is needed.
+    pub async fn refused(&self, server: &str, url: &str, sent: &str) -> Bearer {
+        self.refresh(server, url, sent).await
+    }
+
+    /// Refresh `server`'s token unless the one in the book is already newer than `stale`;
+    /// one refresh per server at a time.
+    async fn refresh(&self, server: &str, url: &str, stale: &str) -> Bearer {
+        let flight = self.flight(server);
+        let _one = flight.lock().await;
+        let e = self.entry(server);
+        if let Some(why) = e.refused {
+            return Bearer::NeedsSignIn(why);
+        }
+        let Some(rec) = e.record.filter(|r| r.belongs_to(url)) else {
+            return Bearer::NeedsSignIn("the server needs the user to sign in".into());
+        };
+        let now = crate::oauth::now_secs();
+        if rec.access_token.expose() != stale && !rec.needs_refresh(now) {
+            return Bearer::Token(Secret::new(rec.access_token.expose()));
+        }
+        if rec.refresh_token.is_none() {
+            return self.refuse(
+                server,
+                "the access token expired and there is no refresh token; the user must sign in again",
+            );
+        }
+        let fetcher = Fetcher::new(self.0.tls.clone());
+        match flow::refresh(&fetcher, &rec).await {
+            Ok(new) => {
+                tracing::info!(server, "refreshed the OAuth access token");
+                let token = Secret::new(new.access_token.expose());
+                if let Ok(mut c) = self.0.cache.lock() {
+                    c.insert(
+                        server.to_owned(),
+                        Entry {
+                            record: Some(new.clone()),
+                            refused: None,
+                        },
+                    );
+                }
+                self.persist(server, move |s| {
+                    if let Ok(v) = serde_json::to_value(&new) {
+                        s.insert("oauth".into(), v);
+                    }
+                });
+                Bearer::Token(token)
+            }
+            Err(e) if e.needs_sign_in() => {
+                tracing::warn!(server, error = %e, "the authorization server refused the refresh; the server needs a sign-in");
+                self.refuse(
+                    server,
+                    &format!("the refresh was refused ({e}); the user must sign in again"),
+                )
+            }
+            // Not refused: unreachable, a 5xx. The token stays; the next request tries again.
+            Err(e) => Bearer::NeedsSignIn(format!("the token could not be refreshed now: {e}")),
+        }
+    }
+
+    /// Mark `server` as needing a sign-in: it is not refreshed again until one.
+    fn refuse(&self, server: &str, why: &str) -> Bearer {
+        if let Ok(mut c) = self.0.cache.lock() {
+            let e = c.entry(server.to_owned()).or_default();
+            e.refused = Some(why.to_owned());
+        }
+        let w = why.to_owned();
+        self.persist(server, move |s| {
+            s.insert("oauth_refused".into(), Value::String(w));
+        });
+        Bearer::NeedsSignIn(why.to_owned())
+    }
+
+    /// A 403 `insufficient_scope`: keep the token and record the union of the scopes asked
+    /// for and challenged as a step-up for the next sign-in. Answers the reason the request
+    /// needs a sign-in (a step-up that asks for nothing new says so: it would loop).
+    pub fn insufficient_scope(&self, server: &str, url: &str, challenge: &Challenge) -> String {
+        let challenged: Vec<String> = challenge.scope.clone().unwrap_or_default();
+        let e = self.entry(server);
+        let Some(mut rec) = e.record.filter(|r| r.belongs_to(url)) else {
+            return "the server needs a sign-in with more scope".into();
+        };
+        let grew = rec.add_step_up(&challenged);
+        if let Ok(mut c) = self.0.cache.lock() {
+            c.insert(
+                server.to_owned(),
+                Entry {
+                    record: Some(rec.clone()),
+                    refused: None,
+                },
+            );
+        }
+        self.persist(server, move |s| {
+            if let Ok(v) = serde_json::to_value(&rec) {
+                s.insert("oauth".into(), v);
+            }
+        });
+        if grew {
+            "the server needs more scope (insufficient_scope): the user must sign in again, \
+             asking for it"
+                .into()
+        } else {
+            "the server still refuses with insufficient_scope after a sign-in that asked for \
+             that scope; not asking again"
+                .into()
+        }
+    }
+
+    /// Write a change of `mcp.<server>` to `creds.json` in the background, under the settings
+    /// lock. A server deleted meanwhile is not brought back.
+    fn persist(&self, server: &str, change: impl FnOnce(&mut Map<String, Value>) + Send + 'static) {
+        let home = self.0.home.clone();
+        let server = server.to_owned();
+        tokio::spawn(async move {
+            let _serial = crate::store::pair::settings_lock().lock().await;
+            let r = tokio::task::spawn_blocking(move || {
+                crate::store::pair::update_creds(&home, |raw| {
+                    let exists = raw
+                        .get("mcp")
+                        .and_then(|m| m.get(&server))
+                        .is_some_and(Value::is_object);
+                    if !exists {
+                        return false;
+                    }
+                    change(server_creds(raw, &server));
+                    true
+                })
+            })
+            .await;
+            if let Ok(Err(e)) = r {
+                tracing::warn!(error = %e, "cannot save the OAuth tokens");
+            }
+        });
+    }
+}
