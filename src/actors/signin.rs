@@ -296,7 +296,7 @@ pub struct Callback {
 impl Handler<Callback> for SignIns {
     type Result = ResponseActFuture<Self, Result<LoginView, SignInError>>;
 
-    fn handle(&mut self, msg: Callback, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Callback, ctx: &mut Self::Context) -> Self::Result {
         let server = msg.server.clone();
         let not_pending = SignInError::NotPending(msg.server.clone());
         let Some(l) = self.logins.get_mut(&server) else {
@@ -305,12 +305,33 @@ impl Handler<Callback> for SignIns {
         if l.state != LoginState::Pending || msg.login.is_some_and(|id| id != l.id) {
             return Box::pin(async move { Err(not_pending) }.into_actor(self));
         }
-        // Checked before anything changes: a URL with another state (or an error) does not
-        // end the sign-in; the user may paste the right one.
-        if let Err(e) = flow::read_callback(&l.pending, &msg.url) {
-            return Box::pin(
-                async move { Err(SignInError::BadCallback(e.to_string())) }.into_actor(self),
-            );
+        // Checked before anything changes: a URL with another state (or not for this
+        // redirect) does not end the sign-in; the user may paste the right one. An error
+        // with the right state (`access_denied`...) is the authorization server's answer to
+        // this sign-in: no code will come, so the sign-in has failed.
+        match flow::read_callback(&l.pending, &msg.url) {
+            Ok(_) => {}
+            Err(e @ crate::oauth::OAuthError::Denied { .. }) => {
+                let e = e.to_string();
+                l.state = LoginState::Failed;
+                l.error = Some(e.clone());
+                if msg.login.is_some() {
+                    // The listener answers this very request (see below); stopped after.
+                    if let Some(task) = l.listener.take() {
+                        ctx.run_later(Duration::from_secs(5), move |_, _| task.abort());
+                    }
+                } else {
+                    l.stop_listening();
+                }
+                tracing::warn!(server = %server, error = %e, "the sign-in was refused");
+                self.tell(&server, LoginState::Failed, Some(e.clone()));
+                return Box::pin(async move { Err(SignInError::BadCallback(e)) }.into_actor(self));
+            }
+            Err(e) => {
+                return Box::pin(
+                    async move { Err(SignInError::BadCallback(e.to_string())) }.into_actor(self),
+                );
+            }
         }
         l.state = LoginState::Completing;
         let pending = l.pending.clone();
@@ -318,6 +339,7 @@ impl Handler<Callback> for SignIns {
         let tls = self.tokens.tls();
         let home = self.home.clone();
         let url = msg.url;
+        let from_loopback = msg.login.is_some();
         let s2 = server.clone();
         let fut = async move {
             let fetcher = Fetcher::new(tls);
@@ -354,12 +376,22 @@ impl Handler<Callback> for SignIns {
             .map_err(|e| e.to_string())?;
             Ok::<(), String>(())
         };
-        Box::pin(fut.into_actor(self).map(move |r, act, _| {
+        Box::pin(fut.into_actor(self).map(move |r, act, ctx| {
             act.tokens.forget(&server);
             let Some(l) = act.logins.get_mut(&server).filter(|l| l.id == id) else {
                 return Err(SignInError::NotPending(server));
             };
-            l.stop_listening();
+            if from_loopback {
+                // The listener's task is the one waiting for this answer, to write the
+                // browser's page: aborting it now would close the browser's connection with
+                // no answer. It ends by itself after a success; after a failure it is stopped
+                // a moment later.
+                if let Some(task) = l.listener.take() {
+                    ctx.run_later(Duration::from_secs(5), move |_, _| task.abort());
+                }
+            } else {
+                l.stop_listening();
+            }
             match r {
                 Ok(()) => {
                     l.state = LoginState::SignedIn;
