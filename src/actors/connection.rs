@@ -688,6 +688,21 @@ impl Link {
                 })
             }
         };
+        // A connection made a while ago: its token, refreshed first when it is within a
+        // minute of expiry (the book answers from its cache otherwise), as every request's
+        // must be, not only the dial's.
+        if self.bearer.borrow().is_some() {
+            if let Some(t) = client_transport(&client) {
+                if let Err(e) = self.apply_bearer(&t).await {
+                    let reason = self
+                        .last_error
+                        .borrow()
+                        .clone()
+                        .unwrap_or_else(|| e.to_string());
+                    return Err(CallError::NeedsSignIn { server, reason });
+                }
+            }
+        }
         // The arguments are moved into the params, never copied.
         let named = |name: String, arguments: Value| {
             let mut m = serde_json::Map::new();
