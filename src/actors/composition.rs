@@ -583,6 +583,11 @@ impl Handler<GetView> for Composition {
                         ServerState::Connected,
                         Some(LinkState::Unavailable | LinkState::Failed | LinkState::Closed),
                     ) => ServerState::Unavailable,
+                    // Advertised from its saved catalogue, but its tokens were refused: the
+                    // user must sign in (its calls answer needs_sign_in).
+                    (ServerState::Connected, Some(LinkState::NeedsSignIn)) => {
+                        ServerState::NeedsSignIn
+                    }
                     (ServerState::Connected, Some(LinkState::Connecting)) => {
                         ServerState::Connecting
                     }

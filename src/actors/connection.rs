@@ -202,6 +202,9 @@ pub enum LinkState {
     Connecting,
     Connected,
     Unavailable,
+    /// The last dial was refused for want of a sign-in (OAuth): its calls answer
+    /// `needs_sign_in` until the user signs in.
+    NeedsSignIn,
     /// Closed for good: later calls answer `not_run`.
     Closed,
     /// Panicked again and again; the registry stopped restarting it.
@@ -447,7 +450,11 @@ impl Link {
                 Ok((c, h))
             }
             Err(e) => {
-                *self.state.borrow_mut() = LinkState::Unavailable;
+                *self.state.borrow_mut() = if matches!(e, HandshakeError::NeedsAuth { .. }) {
+                    LinkState::NeedsSignIn
+                } else {
+                    LinkState::Unavailable
+                };
                 *self.last_error.borrow_mut() = Some(self.redact.clean(&e.to_string()));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)

@@ -221,6 +221,7 @@ async fn status_of(
             LinkState::Connected => "connected",
             LinkState::Connecting | LinkState::Idle => "connecting",
             LinkState::Unavailable | LinkState::Closed => "unavailable",
+            LinkState::NeedsSignIn => "needs_sign_in",
             LinkState::Failed => "failed",
         };
         let v = json!({
