@@ -10,8 +10,9 @@ authorization server (the SDK's routes, as FastMCP mounts them):
     /authorize  auto-approves: answers 302 to the redirect_uri with code and state at once
     /token      authorization_code (PKCE S256) and refresh_token grants (refresh tokens rotate)
     /revoke     token revocation
-Nothing here mocks the protocol: the handlers are the SDK's; the provider only counts and can
-be told to refuse refreshes.
+Nothing here mocks the protocol: the handlers are the SDK's; the provider only counts, can be
+told to refuse refreshes, and keeps a refresh token usable after its access token expired (the
+in-memory provider revoked both when an expired access token was presented).
 
 Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_oauth.py
     --port N                 default 0 (a free port); binds 127.0.0.1 (--host to change)
@@ -46,6 +47,7 @@ import argparse
 import asyncio
 import json
 import os
+import time
 
 from _listen import listen
 
@@ -140,6 +142,15 @@ class TestProvider(InMemoryOAuthProvider):
         token = await super().exchange_refresh_token(client, refresh_token, scopes)
         self.rec.bump("refresh")
         return self._granted(token)
+
+    async def load_access_token(self, token: str):
+        # The in-memory provider revokes an expired access token's refresh token too when the
+        # token is presented, so a client that learns of the expiry from the 401 could never
+        # refresh. Authorization servers keep the refresh token: so does this one.
+        tok = self.access_tokens.get(token)
+        if tok is not None and tok.expires_at is not None and tok.expires_at < time.time():
+            return None
+        return tok
 
     async def revoke_token(self, token):
         await super().revoke_token(token)
