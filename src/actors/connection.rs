@@ -152,6 +152,10 @@ pub enum CallError {
     /// The request did not leave albedo.
     #[error("the request to {server:?} did not run: {reason}")]
     NotRun { server: String, reason: String },
+    /// The server refused albedo's credentials (HTTP 401/403 when dialling or calling): the
+    /// user must sign in again (`PUT /auth/logins/mcp:<server>`). The request did not run.
+    #[error("server {server:?} needs the user to sign in: {reason}")]
+    NeedsSignIn { server: String, reason: String },
     /// Sent, then lost: the server may or may not have acted on it.
     #[error("the outcome of the request to {server:?} is unknown: {reason}. It may or may not have run; inspect before acting again")]
     Unknown { server: String, reason: String },
@@ -169,9 +173,10 @@ impl CallError {
     /// `not_run`, `unknown`, or `error` (the server answered with an error).
     pub fn outcome(&self) -> &'static str {
         match self {
-            CallError::Unavailable { .. } | CallError::NotRun { .. } | CallError::NoSuchTool(_) => {
-                "not_run"
-            }
+            CallError::Unavailable { .. }
+            | CallError::NotRun { .. }
+            | CallError::NeedsSignIn { .. }
+            | CallError::NoSuchTool(_) => "not_run",
             CallError::Unknown { .. } => "unknown",
             CallError::Server { .. } | CallError::Invalid { .. } => "error",
         }
@@ -560,6 +565,12 @@ impl Link {
         let dial = tokio::time::timeout(self.startup_timeout(), self.client()).await;
         let (client, _) = match dial {
             Ok(Ok(c)) => c,
+            Ok(Err(e @ HandshakeError::NeedsAuth { .. })) => {
+                return Err(CallError::NeedsSignIn {
+                    server,
+                    reason: e.to_string(),
+                })
+            }
             Ok(Err(e)) => {
                 return Err(CallError::Unavailable {
                     server,
@@ -610,6 +621,14 @@ impl Link {
                 Ok(v)
             }
             Err(RpcError::Server(error)) => Err(CallError::Server { server, error }),
+            Err(RpcError::NotSent(
+                e @ TransportError::Status {
+                    status: 401 | 403, ..
+                },
+            )) => Err(CallError::NeedsSignIn {
+                server,
+                reason: e.to_string(),
+            }),
             Err(RpcError::NotSent(e)) => {
                 if client.is_closed() {
                     self.drop_client();
@@ -647,6 +666,10 @@ fn clean_call_error(e: CallError, redact: &Redactor) -> CallError {
             reason: redact.clean(&reason),
         },
         CallError::NotRun { server, reason } => CallError::NotRun {
+            server,
+            reason: redact.clean(&reason),
+        },
+        CallError::NeedsSignIn { server, reason } => CallError::NeedsSignIn {
             server,
             reason: redact.clean(&reason),
         },

@@ -646,6 +646,7 @@ fn call_error(e: CallError) -> ApiError {
     let (status, code) = match &e {
         CallError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         CallError::NotRun { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_run"),
+        CallError::NeedsSignIn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "needs_sign_in"),
         CallError::Unknown { .. } => (StatusCode::BAD_GATEWAY, "outcome_unknown"),
         CallError::Server { .. } => (StatusCode::BAD_GATEWAY, "server_error"),
         CallError::Invalid { .. } => (StatusCode::BAD_GATEWAY, "invalid_result"),
