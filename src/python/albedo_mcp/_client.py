@@ -34,6 +34,8 @@ from ._locate import Endpoint, locate
 EXTENSION = "mcp"
 
 _JSON_HEADERS = {"content-type": "application/json"}
+# One encoder for every call (json.dumps with options builds a new one each time).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 _UNSET: Any = object()
 
 
@@ -422,14 +424,14 @@ class McpSession:
         if name in self._hidden:
             raise UnknownTool(f"no tool {name!r} in this session", code="no_such_tool", tool=name)
         try:
-            content = json.dumps({"arguments": args}, ensure_ascii=False, allow_nan=False).encode()
+            content = _ENCODE({"arguments": args}).encode()
         except (TypeError, ValueError) as e:
             raise BadArguments(f"the arguments of {name!r} are not JSON: {e}", code="bad_request", tool=name) from e
         path = self._paths.get(name)
         if path is None:
             path = self._call_path(name)
         try:
-            r = await self._http.post(path, content=content, headers=_JSON_HEADERS)
+            r = await self._http.post(path, content=content)
         except httpx.HTTPError as e:
             raise _transport_error(e, self._endpoint.describe(), f"calling {name!r}", name) from e
         if r.status_code == 200:
@@ -687,7 +689,12 @@ def connect(
 
     async def open_() -> McpSession:
         ep = locate(daemon, home=home, token=token)
-        headers = {"accept": "application/json", "user-agent": "albedo-mcp-python/0.1"}
+        # Every body the binding sends is JSON: the content type is the client's default.
+        headers = {
+            "accept": "application/json",
+            "content-type": "application/json",
+            "user-agent": "albedo-mcp-python/0.1",
+        }
         if ep.token and not ep.uds:
             headers["authorization"] = f"Bearer {ep.token}"
         transport = httpx.AsyncHTTPTransport(
