@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Awaitable, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -594,7 +594,8 @@ class McpSession:
                         await self._quietly(self._relist())
                     first = False
                     delay = 0.2
-                    kind, data = "", []
+                    kind = ""
+                    data: list[str] = []
                     async for line in r.aiter_lines():
                         if line == "":
                             if kind or data:
@@ -641,7 +642,7 @@ class McpSession:
 class _Connecting:
     """What `connect()` answers: await it for the session, or use it as `async with`."""
 
-    def __init__(self, coro_factory: Any) -> None:
+    def __init__(self, coro_factory: Callable[[], Coroutine[Any, Any, McpSession]]) -> None:
         self._factory = coro_factory
         self._session: McpSession | None = None
 

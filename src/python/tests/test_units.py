@@ -191,3 +191,18 @@ def test_the_package_builds_a_typed_wheel(tmp_path: Path) -> None:
     text = zipfile.ZipFile(wheel).read(meta).decode()
     required = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert [r.split()[1].split("<")[0].split(">")[0] for r in required] == ["httpx", "sniffio"], required
+
+
+def test_the_package_is_typed_strictly() -> None:
+    """`py.typed` promises types: mypy --strict finds nothing in the package."""
+    import subprocess
+    import sys
+
+    pkg = Path(albedo_mcp.__file__).parent
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null", str(pkg)],
+        capture_output=True,
+        text=True,
+        cwd=pkg.parent,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
