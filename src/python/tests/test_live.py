@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -194,25 +195,33 @@ async def test_a_server_that_exits_mid_call_is_an_unknown_outcome(fresh_daemon: 
         assert (await mcp.bt.echo(message="back")).text == "back"
 
 
-async def test_a_server_killed_mid_call_is_an_unknown_outcome(fresh_daemon: Any) -> None:
-    d: Daemon = fresh_daemon({"bt": fixture("binding_tools.py")})
+def sleep_logged(log: Path) -> bool:
+    """The fixture received a call of its `sleep` tool (its --log)."""
+    try:
+        return '"name":"sleep"' in log.read_text()
+    except OSError:
+        return False
+
+
+async def test_a_server_killed_mid_call_is_an_unknown_outcome(fresh_daemon: Any, tmp_path: Path) -> None:
+    log = tmp_path / "bt.log"
+    d: Daemon = fresh_daemon({"bt": fixture("binding_tools.py", "--log", str(log))})
     async with albedo_mcp.connect(**d.kwargs()) as mcp:
         call = asyncio.create_task(mcp.bt.sleep(seconds=30))
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: sleep_logged(log), what="the call to reach the server")
         d.kill_child("binding_tools.py")
         with pytest.raises(UnknownOutcome) as e:
             await asyncio.wait_for(call, 20)
         assert type(e.value) is UnknownOutcome and e.value.ran is None
 
 
-async def test_the_daemon_killed_mid_call_is_a_lost_transport(fresh_daemon: Any) -> None:
-    d: Daemon = fresh_daemon({"bt": fixture("binding_tools.py")})
+async def test_the_daemon_killed_mid_call_is_a_lost_transport(fresh_daemon: Any, tmp_path: Path) -> None:
     for via in ("socket", "tcp"):
-        if d.proc.poll() is not None:
-            d = fresh_daemon({"bt": fixture("binding_tools.py")})
+        log = tmp_path / f"bt-{via}.log"
+        d: Daemon = fresh_daemon({"bt": fixture("binding_tools.py", "--log", str(log))})
         mcp = await albedo_mcp.connect(**d.kwargs(via))
         call = asyncio.create_task(mcp.bt.sleep(seconds=30))
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: sleep_logged(log), what="the call to reach the server")
         d.proc.kill()
         d.proc.wait()
         with pytest.raises(TransportLost) as e:
@@ -225,10 +234,12 @@ async def test_the_daemon_killed_mid_call_is_a_lost_transport(fresh_daemon: Any)
 
 
 async def test_a_call_that_outlasts_the_binding_timeout_is_timed_out(daemon: Daemon) -> None:
-    async with albedo_mcp.connect(**daemon.kwargs(), timeout=0.5) as mcp:
+    sid = daemon.new_session()  # made beforehand: opening one may take longer than the timeout
+    async with albedo_mcp.connect(sid, **daemon.kwargs(), timeout=0.5) as mcp:
         with pytest.raises(TimedOut) as e:
-            await mcp.bt.sleep(seconds=2)
+            await mcp.bt.sleep(seconds=1.5)
         assert isinstance(e.value, UnknownOutcome) and e.value.ran is None
+    daemon.api.delete(f"/sessions/{sid}")
 
 
 async def test_the_daemon_call_timeout_is_an_unknown_outcome(fresh_daemon: Any) -> None:
