@@ -579,6 +579,12 @@ class McpSession:
     async def _follow(self) -> None:
         """Follow the session's events; re-list on a new generation. Reconnects (and
         re-lists, since events may have been missed) until the session is gone."""
+        try:
+            await self._follow_stream()
+        finally:
+            self._stream_open.set()  # connect() waits no longer
+
+    async def _follow_stream(self) -> None:
         delay = 0.2
         first = True
         timeout = httpx.Timeout(10.0, read=None)
