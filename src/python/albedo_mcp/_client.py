@@ -143,7 +143,9 @@ class CallResult:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"CallResult(isError={self.isError}, content={self.content!r:.200})"
+        if "content" in self.raw:
+            return f"CallResult(isError={self.isError}, content={self.content!r:.200})"
+        return f"CallResult({self.raw!r:.200})"
 
 
 class ToolMethod:
