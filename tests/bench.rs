@@ -2,9 +2,9 @@
 //! build: figures mean nothing here, their presence does): one run measures every client side
 //! by side on the same servers (the floor at one call in flight, albedo's client, rmcp, the
 //! TypeScript SDK v2 client, the daemon's API) at 1, 16 and 256 calls in flight, the real
-//! servers, session open, large results and scale, and its `--json` output has one record
-//! per measurement with the figures the issue names, the ratios and the targets. A client or
-//! step that cannot run fails the run. This is the run that keeps the bench from rotting.
+//! servers, the Python binding beside httpx, session open, large results and scale, and its
+//! `--json` output has one record per measurement with the figures the issue names, the
+//! ratios and the targets. A client or step that cannot run fails the run. This is the run that keeps the bench from rotting.
 
 mod common;
 use serde_json::Value;
@@ -74,6 +74,16 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                 .any(|x| x["scenario"] == scenario && x["api_adds_p50_us"].is_number()),
             "what the API adds"
         );
+    }
+    // The Python binding beside httpx directly, over TCP and the socket, with the overhead.
+    for scenario in ["python_tcp", "python_socket"] {
+        for client in ["albedo-python", "httpx-raw"] {
+            let r = find(scenario, client, 1);
+            assert!(r["calls_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        let r = find(scenario, "albedo-python", 1);
+        assert!(r["binding_adds_us_per_call_c1"].is_number(), "{r}");
+        assert!(r["binding_cpu_us_per_call_added"].is_number(), "{r}");
     }
     // Real servers: every client against Python mcp and server-everything.
     for scenario in ["real_python_stdio", "real_everything_stdio"] {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust tests (which use the peers in .peers/ and the fixtures), the
-# PostgreSQL ones, then the conformance suites (tests/conformance.sh) when present. Exits
-# non-zero on any failure.
+# Python binding's (pytest, src/python/tests), the PostgreSQL ones, then the conformance suites
+# (tests/conformance.sh) when present. Exits non-zero on any failure.
 #
 # PostgreSQL: with ALBEDO_TEST_POSTGRES_URL set, that database is used. Otherwise this script
 # starts the throwaway cluster of tests/peers/postgres.sh (installing Debian's packages when
@@ -62,6 +62,10 @@ fi
 # (README, "Benchmarks"). A debug build: the release build of the crate and of rmcp would add
 # about 10 minutes.
 cargo test --all-targets 2>&1
+# The Python binding (src/python): pytest against the daemon binary `cargo test` just built
+# (target/debug/albedo-mcp) and the real servers, in the peers venv (about a minute).
+(cd src/python && ALBEDO_BIN="$PWD/../../target/debug/albedo-mcp" \
+  "$PEERS_VENV_PY" -m pytest -q -p no:cacheprovider tests) 2>&1
 if [ -n "${ALBEDO_TEST_POSTGRES_URL:-}" ]; then
   # The same catalogue store on PostgreSQL (a build with libpq), and two daemons sharing it.
   cargo test --features postgres --lib store::catalogue 2>&1

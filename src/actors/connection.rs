@@ -166,7 +166,9 @@ pub enum CallError {
     Invalid { server: String, reason: String },
     #[error("no such tool: {0}")]
     NoSuchTool(String),
-    /// The server refused the request until the user signs in (again); it did not run.
+    /// The server refused albedo's credentials (HTTP 401/403 when dialling or calling, or a
+    /// stored sign-in that cannot be used): the user must sign in again
+    /// (`PUT /auth/logins/mcp:<server>`). The request did not run.
     #[error(
         "the request to {server:?} did not run: the server needs the user to sign in ({reason})"
     )]
@@ -786,6 +788,14 @@ impl Link {
                 Ok(v)
             }
             Err(RpcError::Server(error)) => Err(CallError::Server { server, error }),
+            Err(RpcError::NotSent(
+                e @ TransportError::Status {
+                    status: 401 | 403, ..
+                },
+            )) => Err(CallError::NeedsSignIn {
+                server,
+                reason: e.to_string(),
+            }),
             Err(RpcError::NotSent(e)) => {
                 if client.is_closed() {
                     self.drop_client();
@@ -826,15 +836,15 @@ fn clean_call_error(e: CallError, redact: &Redactor) -> CallError {
             server,
             reason: redact.clean(&reason),
         },
+        CallError::NeedsSignIn { server, reason } => CallError::NeedsSignIn {
+            server,
+            reason: redact.clean(&reason),
+        },
         CallError::Unknown { server, reason } => CallError::Unknown {
             server,
             reason: redact.clean(&reason),
         },
         CallError::Invalid { server, reason } => CallError::Invalid {
-            server,
-            reason: redact.clean(&reason),
-        },
-        CallError::NeedsSignIn { server, reason } => CallError::NeedsSignIn {
             server,
             reason: redact.clean(&reason),
         },

@@ -291,3 +291,174 @@ impl TokenBook {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A token endpoint on 127.0.0.1 that counts refresh grants: answers a new token each
+    /// time, or 400 `invalid_grant` when `refuse` is set.
+    async fn token_endpoint(refuse: bool) -> (String, Arc<AtomicUsize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let count = Arc::new(AtomicUsize::new(0));
+        let c2 = count.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let c3 = c2.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // Head, then the body its Content-Length names.
+                    loop {
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).to_string();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let len = text
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                                })
+                                .unwrap_or(0);
+                            if buf.len() >= end + 4 + len {
+                                break;
+                            }
+                        }
+                    }
+                    let n = c3.fetch_add(1, Ordering::SeqCst) + 1;
+                    // Slow enough that concurrent refreshes overlap.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    let (status, body) = if refuse {
+                        ("400 Bad Request", r#"{"error":"invalid_grant"}"#.to_owned())
+                    } else {
+                        (
+                            "200 OK",
+                            format!(
+                                r#"{{"access_token":"fresh-token-{n}","token_type":"Bearer","expires_in":3600}}"#
+                            ),
+                        )
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes()).await;
+                });
+            }
+        });
+        (format!("http://127.0.0.1:{port}/token"), count)
+    }
+
+    fn home_with_record(token_endpoint: &str, expires_at: u64) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let record = serde_json::json!({
+            "server_url": "http://127.0.0.1:9/mcp",
+            "access_token": "old-token",
+            "refresh_token": "refresh-me",
+            "expires_at": expires_at,
+            "token_type": "Bearer",
+            "issuer": "http://127.0.0.1:9",
+            "resource": "http://127.0.0.1:9/mcp",
+            "token_endpoint": token_endpoint,
+            "client": {"client_id": "c", "auth_method": "none",
+                       "redirect_uri": "http://127.0.0.1:33418/callback",
+                       "issuer": "http://127.0.0.1:9", "source": "registered"},
+        });
+        std::fs::write(d.path().join("extensions.json"), "{}\n").unwrap();
+        crate::store::files::write_atomic(
+            &d.path().join("creds.json"),
+            serde_json::json!({"mcp": {"s": {"oauth": record}}})
+                .to_string()
+                .as_bytes(),
+            0o600,
+        )
+        .unwrap();
+        d
+    }
+
+    fn tls() -> Arc<rustls::ClientConfig> {
+        crate::transport::tls::client_config(&[]).unwrap()
+    }
+
+    #[actix_rt::test]
+    async fn many_refused_requests_make_one_refresh() {
+        let (endpoint, count) = token_endpoint(false).await;
+        let home = home_with_record(&endpoint, crate::oauth::now_secs() + 3600);
+        let book = TokenBook::new(home.path().to_path_buf(), tls());
+        let url = "http://127.0.0.1:9/mcp";
+        let tokens =
+            futures_util::future::join_all((0..8).map(|_| book.refused("s", url, "old-token")))
+                .await;
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            1,
+            "one refresh for eight refusals"
+        );
+        for t in tokens {
+            match t {
+                Bearer::Token(t) => assert_eq!(t.expose(), "fresh-token-1"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Near expiry: refreshed before use, once.
+        let home = home_with_record(&endpoint, crate::oauth::now_secs() + 10);
+        let book = TokenBook::new(home.path().to_path_buf(), tls());
+        let before = count.load(Ordering::SeqCst);
+        let b = futures_util::future::join_all((0..4).map(|_| book.bearer("s", url))).await;
+        assert_eq!(count.load(Ordering::SeqCst), before + 1);
+        assert!(b.iter().all(|t| matches!(t, Bearer::Token(_))));
+        // A record for another URL is never sent.
+        assert!(matches!(
+            book.bearer("s", "http://127.0.0.1:9/other").await,
+            Bearer::None
+        ));
+    }
+
+    #[actix_rt::test]
+    async fn a_refused_refresh_needs_a_sign_in_and_is_not_tried_again() {
+        let (endpoint, count) = token_endpoint(true).await;
+        let home = home_with_record(&endpoint, crate::oauth::now_secs() + 3600);
+        let book = TokenBook::new(home.path().to_path_buf(), tls());
+        let url = "http://127.0.0.1:9/mcp";
+        assert!(matches!(
+            book.refused("s", url, "old-token").await,
+            Bearer::NeedsSignIn(_)
+        ));
+        assert!(matches!(
+            book.bearer("s", url).await,
+            Bearer::NeedsSignIn(_)
+        ));
+        assert!(matches!(
+            book.refused("s", url, "old-token").await,
+            Bearer::NeedsSignIn(_)
+        ));
+        assert_eq!(count.load(Ordering::SeqCst), 1, "not tried again");
+        // Written to creds.json in the background: a new book knows it too.
+        let mut marked = false;
+        for _ in 0..100 {
+            marked = std::fs::read_to_string(home.path().join("creds.json"))
+                .is_ok_and(|c| c.contains("oauth_refused"));
+            if marked {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(marked, "the refusal was not saved");
+        let again = TokenBook::new(home.path().to_path_buf(), tls());
+        assert!(matches!(
+            again.bearer("s", url).await,
+            Bearer::NeedsSignIn(_)
+        ));
+    }
+}

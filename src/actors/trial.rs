@@ -276,6 +276,16 @@ impl Run<'_> {
             }
         };
         let stdio = capture.is_some();
+        // A signed-in server is tried with its token, as a session would use it.
+        if let (ResolvedTransport::Http { url, .. }, Some(book)) =
+            (&self.server.transport, &ctx.tokens)
+        {
+            if let super::tokens::Bearer::Token(t) =
+                book.bearer(&self.server.config.name, url.as_str()).await
+            {
+                let _ = transport.set_bearer(Some(t));
+            }
+        }
         // stdio: the launcher started (whether the command did shows below).
         report.spawned = stdio;
         client.attach(transport);

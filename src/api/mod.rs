@@ -658,11 +658,11 @@ fn call_error(e: CallError) -> ApiError {
     let (status, code) = match &e {
         CallError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         CallError::NotRun { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_run"),
+        CallError::NeedsSignIn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "needs_sign_in"),
         CallError::Unknown { .. } => (StatusCode::BAD_GATEWAY, "outcome_unknown"),
         CallError::Server { .. } => (StatusCode::BAD_GATEWAY, "server_error"),
         CallError::Invalid { .. } => (StatusCode::BAD_GATEWAY, "invalid_result"),
         CallError::NoSuchTool(_) => (StatusCode::NOT_FOUND, "no_such_tool"),
-        CallError::NeedsSignIn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "needs_sign_in"),
     };
     let mut err = ApiError::new(status, code, e.to_string());
     let mut extra = json!({"outcome": e.outcome()});

@@ -589,42 +589,61 @@ fn edit_secrets(
                     Value::String(x) if x.is_empty() => {}
                     Value::Object(o) => {
                         for key in o.keys() {
-                            if key != "client_id" && key != "client_secret" {
+                            if !["client_id", "client_secret", "metadata_url"]
+                                .contains(&key.as_str())
+                            {
                                 return Err(bad(
                                     format!("{f}.{key}"),
-                                    "unknown field (known: client_id, client_secret)",
+                                    "unknown field (known: client_id, client_secret, metadata_url)",
                                 ));
                             }
                         }
                         let old = store.get("oauth_client").cloned();
-                        let id = match o.get("client_id") {
-                            Some(Value::String(id)) if !id.is_empty() => id.clone(),
-                            Some(Value::String(_)) | None => old
-                                .as_ref()
-                                .and_then(|c| c.get("client_id"))
+                        let kept = |k: &str| {
+                            old.as_ref()
+                                .and_then(|c| c.get(k))
                                 .and_then(Value::as_str)
                                 .map(str::to_owned)
-                                .ok_or_else(|| bad(format!("{f}.client_id"), "is required"))?,
-                            Some(_) => {
-                                return Err(bad(format!("{f}.client_id"), "must be a string"))
+                        };
+                        let text = |k: &str| -> Result<Option<String>, PatchError> {
+                            match o.get(k) {
+                                None => Ok(kept(k)),
+                                Some(x) => match given(&format!("{f}.{k}"), x)? {
+                                    Given::Keep => Ok(kept(k)),
+                                    Given::Remove => Ok(None),
+                                    Given::Set(s) => Ok(Some(s.to_owned())),
+                                },
                             }
                         };
-                        let secret = match o.get("client_secret") {
-                            None => None,
-                            Some(x) => match given(&format!("{f}.client_secret"), x)? {
-                                Given::Keep => old
-                                    .as_ref()
-                                    .and_then(|c| c.get("client_secret"))
-                                    .and_then(Value::as_str)
-                                    .map(str::to_owned),
-                                Given::Remove => None,
-                                Given::Set(s) => Some(s.to_owned()),
-                            },
-                        };
+                        let id = text("client_id")?;
+                        let secret = text("client_secret")?;
+                        let metadata_url = text("metadata_url")?;
+                        if let Some(u) = &metadata_url {
+                            let ok = url::Url::parse(u).is_ok_and(|u| {
+                                u.scheme() == "https" && u.host_str().is_some() && u.path() != "/"
+                            });
+                            if !ok {
+                                return Err(bad(
+                                    format!("{f}.metadata_url"),
+                                    "must be the https URL (with a path) of a Client ID Metadata Document you host",
+                                ));
+                            }
+                        }
+                        if id.is_none() && metadata_url.is_none() {
+                            return Err(bad(
+                                format!("{f}.client_id"),
+                                "is required (or a metadata_url)",
+                            ));
+                        }
                         let mut c = Map::new();
-                        c.insert("client_id".into(), Value::String(id));
-                        if let Some(s) = secret {
-                            c.insert("client_secret".into(), Value::String(s));
+                        for (k, v) in [
+                            ("client_id", id),
+                            ("client_secret", secret),
+                            ("metadata_url", metadata_url),
+                        ] {
+                            if let Some(v) = v {
+                                c.insert(k.into(), Value::String(v));
+                            }
                         }
                         store.insert("oauth_client".into(), Value::Object(c));
                         changed = true;
@@ -1027,6 +1046,57 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.field, "servers.x.command_line");
         assert_eq!(e.column, Some(8));
+    }
+
+    #[test]
+    fn an_oauth_client_keeps_what_is_not_given_and_takes_a_metadata_url() {
+        let ext = json!({"mcp": {"servers": {"w": {"type": "http", "url": "https://h/mcp"}}}});
+        let e = run(
+            ext.clone(),
+            json!({}),
+            json!({"secrets": {"w": {"oauth_client": {"client_id": "id", "client_secret": "sec"}}}}),
+        )
+        .unwrap();
+        let e = apply(
+            &e.extensions,
+            &e.creds,
+            &json!({"secrets": {"w": {"oauth_client": {"metadata_url": "https://me.example/client.json"}}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            e.creds["mcp"]["w"]["oauth_client"],
+            json!({"client_id": "id", "client_secret": "sec", "metadata_url": "https://me.example/client.json"})
+        );
+        let err = run(
+            ext.clone(),
+            json!({}),
+            json!({"secrets": {"w": {"oauth_client": {"metadata_url": "http://me.example/c.json"}}}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "secrets.w.oauth_client.metadata_url");
+        let err = run(
+            ext,
+            json!({}),
+            json!({"secrets": {"w": {"oauth_client": {}}}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "secrets.w.oauth_client.client_id");
+    }
+
+    #[test]
+    fn signing_out_drops_the_tokens_and_says_so() {
+        let ext = json!({"mcp": {"servers": {"w": {"type": "http", "url": "https://h/mcp"}}}});
+        let e = run(
+            ext,
+            json!({"mcp": {"w": {"oauth": {"access_token": "t"}, "oauth_refused": "x", "oauth_clients": []}}}),
+            json!({"secrets": {"w": {"oauth": null}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            e.creds["mcp"]["w"],
+            json!({"oauth_signed_out": true, "oauth_clients": []})
+        );
+        assert!(e.tried.is_empty(), "a sign-out alone is not tried");
     }
 
     #[test]

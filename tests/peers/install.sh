@@ -72,7 +72,11 @@ NPM_PKGS=(
 )
 CONF_STABLE=0.1.16
 CONF_NEXT=0.2.0-alpha.12
-PY_PKGS=("mcp==2.3.0" "fastmcp==4.2.3")
+# The Python binding (src/python) needs httpx and sniffio (see its pyproject.toml); its tests
+# run with pytest and pytest-asyncio, build its wheel with setuptools (no build isolation:
+# nothing is fetched during the tests) and check its types with mypy --strict.
+PY_PKGS=("mcp==2.3.0" "fastmcp==4.2.3" "httpx==0.28.1" "sniffio==1.3.1" "pytest==9.2.0"
+         "pytest-asyncio==1.5.0" "setuptools==84.2.1" "mypy==2.4.1")
 # Drives the system's Chromium (no browser download: PUPPETEER_SKIP_DOWNLOAD).
 BROWSER_PKGS=("puppeteer-core@25.16.0")
 

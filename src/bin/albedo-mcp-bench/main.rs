@@ -7,7 +7,8 @@
 //!
 //! Scenarios: `roundtrip` (one connection to the bench's own minimal stdio and HTTP servers,
 //! 1/16/256 calls in flight, each client, and the daemon's API), `real` (Python `mcp`,
-//! server-everything), `session` (warm and cold session open), `large` (10 MiB results),
+//! server-everything), `python` (the Python binding beside httpx directly, through
+//! `src/python/bench.py`), `session` (warm and cold session open), `large` (10 MiB results),
 //! `scale` (1,000 idle HTTP connections; 200 sessions x 5 stdio servers).
 //!
 //! Every process it needs is this binary in a hidden mode, so what is measured is always the
@@ -70,7 +71,7 @@ fn main() {
         _ => match Opts::parse(&args[1..]) {
             Ok(o) => Bench::new(o).run(),
             Err(e) => {
-                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,session,large,scale] [--no-rmcp] [--no-ts]");
+                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,python,session,large,scale] [--no-rmcp] [--no-ts]");
                 2
             }
         },
@@ -243,6 +244,9 @@ const API: &str = "albedo-daemon-api";
 const ECHO_BODY: &[u8] = br#"{"arguments":{"message":"hello"}}"#;
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";
+/// The Python binding (src/python), and the same calls made with httpx directly.
+const PY_BINDING: &str = "albedo-python";
+const PY_RAW: &str = "httpx-raw";
 
 impl Bench {
     fn new(opts: Opts) -> Bench {
@@ -309,13 +313,18 @@ impl Bench {
             eprintln!("albedo-mcp-bench: {e}");
             return 1;
         }
-        let steps: [(&str, Step); 5] = [
+        let steps: [(&str, Step); 6] = [
             ("roundtrip", |b| {
                 for rep in 0..b.opts.repeat {
                     b.roundtrip(rep);
                 }
             }),
             ("real", Bench::real_servers),
+            ("python", |b| {
+                for rep in 0..b.opts.repeat {
+                    b.python_binding(rep);
+                }
+            }),
             ("session", Bench::session_open),
             ("large", Bench::large),
             ("scale", Bench::scale),
@@ -601,6 +610,103 @@ impl Bench {
                 self.push(rec);
             }
         }
+    }
+
+    // ---- the Python binding ----------------------------------------------------------------
+
+    /// Calls through the Python binding (src/python) beside the same calls made directly with
+    /// httpx, over TCP and the socket, against the bench's own stdio server: the script
+    /// `src/python/bench.py` measures both in turn and prints JSON, merged here.
+    fn python_binding(&mut self, rep: usize) {
+        println!("\n== the Python binding (rep {}) ==", rep + 1);
+        let py = std::env::var_os("PEERS_VENV_PY")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.peers.join("venv/bin/python"));
+        let script = self.repo.join("src/python/bench.py");
+        if !py.is_file() || !script.is_file() {
+            self.fail(format!(
+                "the Python binding is not measured: {} or {} is missing (tests/peers/install.sh)",
+                py.display(),
+                script.display()
+            ));
+            return;
+        }
+        let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+            "bench": {"type": "stdio", "command": self.exe, "args": ["__stdio-server"]},
+        }}});
+        let Some(d) = self.start_daemon("python", &ext) else {
+            return;
+        };
+        let Some(id) = self.open_session(&d) else {
+            return;
+        };
+        let levels = if self.opts.quick { "1,8" } else { "1,64" };
+        let duration = if self.opts.quick {
+            300
+        } else {
+            2 * self.sizes.duration_ms
+        };
+        let sock = d.home.join("albedo.sock");
+        for (via, daemon) in [
+            ("tcp", format!("http://{}", d.addr)),
+            ("socket", format!("unix:{}", sock.display())),
+        ] {
+            if via == "socket" && !sock.exists() {
+                self.fail(format!("the daemon opened no socket at {}", sock.display()));
+                continue;
+            }
+            let out = Command::new(&py)
+                .arg(&script)
+                .args(["--daemon", &daemon, "--session", &id])
+                .arg("--home")
+                .arg(&d.home)
+                .args(["--tool", "mcp__bench__echo", "--levels", levels])
+                .args(["--duration-ms", &duration.to_string()])
+                .args(["--warmup-ms", &self.sizes.warmup_ms.to_string()])
+                .args(["--rounds", if self.opts.quick { "1" } else { "5" }])
+                .args(["--cpu-calls", if self.opts.quick { "200" } else { "3000" }])
+                .env_remove("ALBEDO_DAEMON")
+                .env_remove("ALBEDO_TOKEN")
+                .stdin(Stdio::null())
+                .stderr(Stdio::inherit())
+                .output();
+            let doc = match out {
+                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .rfind(|l| l.starts_with('{'))
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok()),
+                Ok(o) => {
+                    self.fail(format!(
+                        "src/python/bench.py ({via}) failed ({}): {}",
+                        o.status,
+                        String::from_utf8_lossy(&o.stdout)
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    self.fail(format!("cannot run {}: {e}", py.display()));
+                    continue;
+                }
+            };
+            let Some(doc) = doc else {
+                self.fail(format!("src/python/bench.py ({via}) printed no JSON"));
+                continue;
+            };
+            let scenario = format!("python_{via}");
+            for who in [PY_RAW, PY_BINDING] {
+                let extra = if who == PY_BINDING {
+                    json!({"rep": rep, "transport": via,
+                           "binding_adds_us_per_call_c1": doc["overhead_us_per_call_c1"],
+                           "binding_cpu_us_per_call_added": doc["binding_cpu_us_per_call"]["added_us"],
+                           "cpu_note": "the Python process's CPU per call"})
+                } else {
+                    json!({"rep": rep, "transport": via,
+                           "cpu_note": "the Python process's CPU per call"})
+                };
+                self.record_levels(&scenario, who, &doc["clients"][who], &extra);
+            }
+        }
+        self.delete_session(&d, &id);
     }
 
     // ---- 2. real servers ------------------------------------------------------------------
@@ -1042,6 +1148,9 @@ impl Bench {
             .join(format!("home-{name}-{}", self.records.len()));
         let _ = std::fs::remove_dir_all(&home);
         let _ = std::fs::create_dir_all(&home);
+        // As the daemon makes its home: only then does it open its socket.
+        let _ =
+            std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700));
         let _ = std::fs::write(
             home.join("extensions.json"),
             serde_json::to_vec_pretty(ext).unwrap_or_default(),
@@ -1357,6 +1466,29 @@ impl Bench {
                 k < 100.0,
                 format!("{k:.1} KiB"),
             );
+        }
+        for via in ["tcp", "socket"] {
+            let scenario = format!("python_{via}");
+            let b = self.median(&scenario, PY_BINDING, 1, "binding_adds_us_per_call_c1");
+            let cpu = self.median(&scenario, PY_BINDING, 1, "binding_cpu_us_per_call_added");
+            if let (Some(b), Some(cpu)) = (b, cpu) {
+                let r = self.median(&scenario, PY_RAW, 1, "calls_per_s");
+                let p = self.median(&scenario, PY_BINDING, 1, "calls_per_s");
+                println!(
+                    "{scenario} c=1: the binding adds {:.1} us per call ({:.1} us of its own CPU); {:.0} vs {:.0} calls/s with httpx directly",
+                    b.0,
+                    cpu.0,
+                    p.map(|x| x.0).unwrap_or(0.0),
+                    r.map(|x| x.0).unwrap_or(0.0)
+                );
+                ratios.push(json!({"scenario": scenario, "concurrency": 1,
+                    "binding_adds_us_per_call": b.0, "binding_cpu_us_per_call_added": cpu.0}));
+                target(
+                    format!("{scenario} c=1: the Python binding adds < 100 us per call"),
+                    b.0 < 100.0,
+                    format!("+{:.1} us per call (its own CPU: +{:.1} us)", b.0, cpu.0),
+                );
+            }
         }
         println!("\n== targets ==");
         for t in &targets {
