@@ -208,6 +208,26 @@ fn empty_daemon() -> Daemon {
     Daemon::start(json!({"enabled": {"mcp": true}}))
 }
 
+/// The lines of a session's event stream (`GET /sessions/{id}/events`, SSE), as they come
+/// (read by a thread that ends with the daemon).
+fn sse_lines(d: &Daemon, id: &str) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let r = d
+        .request("GET", &format!("/sessions/{id}/events"))
+        .call()
+        .expect("the session's events");
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r.into_reader())
+            .lines()
+            .map_while(Result::ok)
+        {
+            l2.lock().unwrap().push(l);
+        }
+    });
+    lines
+}
+
 /// An HTTP client that follows no redirect (a 3xx is an answer to read).
 fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
@@ -383,6 +403,11 @@ fn fastmcp_signs_in_through_the_loopback_calls_tools_and_signs_out() {
     let d = empty_daemon();
     let api = Api::new(&d);
     api.add("fm", &peer.url);
+    // A session opened before the sign-in: the server is left out, saying it needs one; its
+    // events will tell of the sign-in.
+    let (early, _) = api.session();
+    assert_eq!(api.server_in(&early, "fm")["state"], "needs_sign_in");
+    let events = sse_lines(&d, &early);
     // Nothing started yet; no such server; a stdio server has no sign-in.
     let (st, v) = api.get("/auth/logins/mcp:fm");
     assert_eq!(st, 404, "{v}");
@@ -428,6 +453,24 @@ fn fastmcp_signs_in_through_the_loopback_calls_tools_and_signs_out() {
     let st = deliver(&loc).expect("the daemon's loopback answers");
     assert!(st < 400, "the loopback answered {st}");
     api.wait_state("fm", "signed_in");
+    // The early session heard of it, and gets the server once signed in (it reloads).
+    let heard = wait_until(Duration::from_secs(10), || {
+        let e = events.lock().unwrap().join("\n");
+        e.contains("sign-in pending") && e.contains("sign-in signed_in")
+    });
+    assert!(heard, "session events: {:?}", events.lock().unwrap());
+    assert!(events.lock().unwrap().iter().any(|l| l == "event: sign_in"));
+    let joined = wait_until(Duration::from_secs(20), || {
+        api.call(&early, "mcp__fm__echo", json!({"message": "early"}))
+            .0
+            == 200
+    });
+    assert!(
+        joined,
+        "the early session did not get the server: {}",
+        api.server_in(&early, "fm")
+    );
+    assert_eq!(api.server_in(&early, "fm")["state"], "connected");
 
     // What the settings say: signed in, never a token.
     let auth = api.auth("fm");
