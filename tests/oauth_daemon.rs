@@ -992,3 +992,113 @@ fn ctrl_c_during_mcp_login_cancels_the_sign_in() {
     assert_eq!(api.get("/auth/logins/mcp:fm").1["state"], "cancelled");
     assert_eq!(api.auth("fm")["state"], "needs_sign_in");
 }
+
+/// The tokens a server's MCP endpoint was presented (`presented.txt`).
+fn presented(peer: &HttpPeer) -> Vec<String> {
+    std::fs::read_to_string(peer.file("presented.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn tokens_survive_a_restart_and_the_rotated_refresh_token_is_the_one_kept() {
+    // Refresh tokens rotate: the one a refresh granted must be the one creds.json keeps, or
+    // the next refresh after a restart presents a dead one.
+    let peer = fastmcp_oauth(&["--token-ttl", "70"]);
+    let mut d = empty_daemon();
+    {
+        let api = Api::new(&d);
+        api.add("fm", &peer.url);
+        api.sign_in("fm");
+        let (id, _) = api.session();
+        assert_eq!(
+            api.call_ok(&id, "mcp__fm__echo", json!({"message": "1"})),
+            "1"
+        );
+        std::thread::sleep(Duration::from_secs(11));
+        assert_eq!(
+            api.call_ok(&id, "mcp__fm__echo", json!({"message": "2"})),
+            "2"
+        );
+        assert_eq!(count(&peer, "refresh"), 1);
+        let granted = issued(&peer);
+        let (access, refresh) = (&granted[granted.len() - 2], &granted[granted.len() - 1]);
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                let r = record(&d, "fm");
+                r["access_token"] == access.as_str() && r["refresh_token"] == refresh.as_str()
+            }),
+            "creds.json does not hold the refreshed tokens"
+        );
+        nothing_leaked(&api, Some(&peer), &[]);
+    }
+    let home = std::mem::replace(&mut d.home, tempfile::tempdir().unwrap());
+    assert_eq!(d.stop(15), Some(0));
+    drop(d);
+    let d = Daemon::start_in(home, &[]);
+    let api = Api::new(&d);
+    assert_eq!(api.auth("fm")["state"], "signed_in");
+    let (id, _) = api.session();
+    assert_eq!(
+        api.call_ok(&id, "mcp__fm__echo", json!({"message": "3"})),
+        "3"
+    );
+    let refreshes = count(&peer, "refresh");
+    std::thread::sleep(Duration::from_secs(11));
+    assert_eq!(
+        api.call_ok(&id, "mcp__fm__echo", json!({"message": "4"})),
+        "4"
+    );
+    let c = counts(&peer);
+    assert_eq!(c["refresh"], refreshes + 1, "{c}");
+    assert_eq!(c["refresh_refused"], 0, "{c}");
+    assert_eq!(c["code"], 1, "no new sign-in: {c}");
+    assert_eq!(api.auth("fm")["state"], "signed_in");
+    nothing_leaked(&api, Some(&peer), &[]);
+}
+
+#[test]
+fn a_token_is_never_sent_to_another_url() {
+    let a = fastmcp_oauth(&[]);
+    let b = fastmcp_oauth(&[]);
+    let d = empty_daemon();
+    let api = Api::new(&d);
+    api.add("fm", &a.url);
+    api.sign_in("fm");
+    let (id, _) = api.session();
+    assert_eq!(
+        api.call_ok(&id, "mcp__fm__echo", json!({"message": "a"})),
+        "a"
+    );
+    assert!(!presented(&a).is_empty());
+    // The same name, another server: the record is for A's URL.
+    let v = api.patch(json!({"servers": {"fm": {"url": b.url}}}));
+    assert_eq!(v["tested"]["fm"]["state"], "needs_sign_in", "{v}");
+    assert_eq!(v["servers"]["fm"]["auth"]["state"], "needs_sign_in", "{v}");
+    let (id2, _) = api.session();
+    assert_eq!(api.server_in(&id2, "fm")["state"], "needs_sign_in");
+    let (st, v) = api.call(&id2, "mcp__fm__echo", json!({"message": "x"}));
+    assert!(st == 404 || st == 503, "{st}: {v}");
+    assert_eq!(v["outcome"], "not_run", "{v}");
+    let from_a = issued(&a);
+    for t in presented(&b) {
+        assert!(!from_a.contains(&t), "B was sent a token A granted");
+    }
+    // Signing in to B: its own tokens, for its URL.
+    api.sign_in("fm");
+    assert_eq!(record(&d, "fm")["server_url"], b.url.as_str());
+    assert_eq!(counts(&b)["resources"], json!([b.url]));
+    let (id3, _) = api.session();
+    assert_eq!(
+        api.call_ok(&id3, "mcp__fm__echo", json!({"message": "b"})),
+        "b"
+    );
+    for t in presented(&b) {
+        assert!(!from_a.contains(&t), "B was sent a token A granted");
+    }
+    let mut secrets = issued(&a);
+    secrets.extend(issued(&b));
+    nothing_leaked(&api, Some(&b), &secrets);
+}

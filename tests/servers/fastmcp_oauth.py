@@ -29,7 +29,9 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_oauth.py
                              "refresh", "refresh_refused", "revoke", "resources"} (numbers of
                              each request the provider handled; "resources" the RFC 8707
                              `resource` of each authorization), and append every token granted
-                             (access and refresh, one a line) to DIR/issued.txt
+                             (access and refresh, one a line) to DIR/issued.txt, and every
+                             bearer token a request to the MCP endpoint presented to
+                             DIR/presented.txt
     --scopes "A B"           the scopes clients may register and ask for (default "mcp:tools");
                              the Protected Resource Metadata lists them in scopes_supported
     --log-level LEVEL        default WARNING (stderr)
@@ -94,6 +96,12 @@ class Recorder:
                 if t:
                     f.write(t + "\n")
 
+    def presented(self, token: str) -> None:
+        if not self.folder:
+            return
+        with open(os.path.join(self.folder, "presented.txt"), "a") as f:
+            f.write(token.replace("\n", " ") + "\n")
+
     def _write(self) -> None:
         if not self.folder:
             return
@@ -144,6 +152,7 @@ class TestProvider(InMemoryOAuthProvider):
         return self._granted(token)
 
     async def load_access_token(self, token: str):
+        self.rec.presented(token)
         # The in-memory provider revokes an expired access token's refresh token too when the
         # token is presented, so a client that learns of the expiry from the 401 could never
         # refresh. Authorization servers keep the refresh token: so does this one.
