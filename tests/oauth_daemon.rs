@@ -1102,3 +1102,32 @@ fn a_token_is_never_sent_to_another_url() {
     secrets.extend(issued(&b));
     nothing_leaked(&api, Some(&b), &secrets);
 }
+
+#[test]
+fn a_busy_callback_port_means_an_ephemeral_one_and_the_sign_in_still_works() {
+    // Held by this test (when no other test's daemon holds it right now: busy either way).
+    let held = std::net::TcpListener::bind(("127.0.0.1", 33418)).ok();
+    let peer = fastmcp_oauth(&[]);
+    let d = empty_daemon();
+    let api = Api::new(&d);
+    api.add("fm", &peer.url);
+    let started = api.start("fm");
+    let redirect = Url::parse(started["redirect_uri"].as_str().unwrap()).unwrap();
+    assert_eq!(redirect.host_str(), Some("127.0.0.1"));
+    if held.is_some() {
+        assert_ne!(redirect.port(), Some(33418), "{started}");
+    }
+    let loc = authorize(&started);
+    assert!(deliver(&loc).expect("the loopback") < 400);
+    api.wait_state("fm", "signed_in");
+    let (id, _) = api.session();
+    assert_eq!(
+        api.call_ok(&id, "mcp__fm__echo", json!({"message": "e"})),
+        "e"
+    );
+    // The listener is gone once the sign-in is over.
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", redirect.port().unwrap())).is_err()
+    }));
+    drop(held);
+}
