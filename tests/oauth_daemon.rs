@@ -1131,3 +1131,42 @@ fn a_busy_callback_port_means_an_ephemeral_one_and_the_sign_in_still_works() {
     }));
     drop(held);
 }
+
+#[test]
+fn a_server_whose_authorization_server_cannot_be_found_fails_to_start_a_sign_in() {
+    // The Python SDK's bearer check (a static token): it answers 401 and publishes Protected
+    // Resource Metadata naming an authorization server that serves no metadata.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "static-token-never-given").unwrap();
+    let token_file = dir.path().join("token").display().to_string();
+    let peer = HttpPeer::start_in(
+        dir,
+        &venv_python(),
+        &[
+            server_script("py_mcp_server.py"),
+            "--transport".into(),
+            "http".into(),
+            "--require-token-file".into(),
+            token_file,
+        ],
+        "http",
+    );
+    let d = empty_daemon();
+    let api = Api::new(&d);
+    api.add("static", &peer.url);
+    let (st, v) = api.req("PUT", "/auth/logins/mcp:static", Some(json!({})));
+    assert_eq!(st, 502, "{v}");
+    assert_eq!(v["error"]["code"], "sign_in_failed", "{v}");
+    assert!(
+        !v["error"]["message"].as_str().unwrap_or("").is_empty(),
+        "{v}"
+    );
+    // The command line says why and exits 1.
+    let o = cli(&d, &["mcp", "login", "static"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("sign_in_failed"),
+        "{o:?}"
+    );
+    assert_eq!(api.auth("static")["state"], "needs_sign_in");
+}
