@@ -1170,3 +1170,39 @@ fn a_server_whose_authorization_server_cannot_be_found_fails_to_start_a_sign_in(
     );
     assert_eq!(api.auth("static")["state"], "needs_sign_in");
 }
+
+#[test]
+fn two_servers_sign_in_at_once_each_on_its_own_listener() {
+    let fm = fastmcp_oauth(&[]);
+    let ts = ts_oauth_example(&[]);
+    let d = empty_daemon();
+    let api = Api::new(&d);
+    api.add("fm", &fm.url);
+    api.add("ts", &ts.url);
+    let a = api.start("fm");
+    let b = api.start("ts");
+    assert_ne!(a["redirect_uri"], b["redirect_uri"], "{a} {b}");
+    let (la, lb) = (authorize(&a), authorize(&b));
+    // A callback delivered to the other sign-in's listener is refused there.
+    let crossed = with_param(&lb, "x", "1").replace(
+        b["redirect_uri"].as_str().unwrap(),
+        a["redirect_uri"].as_str().unwrap(),
+    );
+    assert!(deliver(&crossed).expect("A's listener") >= 400);
+    assert_eq!(api.get("/auth/logins/mcp:fm").1["state"], "pending");
+    assert!(deliver(&lb).expect("B's listener") < 400);
+    assert!(deliver(&la).expect("A's listener") < 400);
+    api.wait_state("fm", "signed_in");
+    api.wait_state("ts", "signed_in");
+    let (id, _) = api.session();
+    assert_eq!(
+        api.call_ok(&id, "mcp__fm__echo", json!({"message": "f"})),
+        "f"
+    );
+    assert_eq!(
+        api.call_ok(&id, "mcp__ts__greet", json!({"name": "t"})),
+        "Hello, t!"
+    );
+    let codes = [param(&la, "code").unwrap(), param(&lb, "code").unwrap()];
+    nothing_leaked(&api, Some(&fm), &codes);
+}
