@@ -900,7 +900,17 @@ fn mcp_login_prints_the_url_waits_for_the_callback_and_logout_signs_out() {
     let peer = fastmcp_oauth(&[]);
     let d = empty_daemon();
     let api = Api::new(&d);
-    api.add("fm", &peer.url);
+    // Added from the command line: kept, and the command says how to sign in.
+    let o = cli(&d, &["mcp", "add", "fm", "--url", &peer.url])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        out.contains("needs sign in (sign in with: albedo-mcp mcp login fm)"),
+        "{out}"
+    );
+    assert_eq!(api.auth("fm")["state"], "needs_sign_in");
     let mut all_output = String::new();
 
     // Through the loopback: the URL is printed, the test's "browser" follows it.
