@@ -557,6 +557,15 @@ pub fn auth_view(
         .unwrap_or(false);
     let (state, reason) = match (&record, refused) {
         (Some(_), Some(why)) => ("needs_sign_in", Some(why.to_owned())),
+        // A 403 insufficient_scope left a step-up: the server refuses these tokens until the
+        // user signs in again, granting more.
+        (Some(r), None) if !r.step_up.is_empty() => (
+            "needs_sign_in",
+            Some(format!(
+                "the server needs more scope (insufficient_scope): sign in again to grant {}",
+                r.step_up.join(" ")
+            )),
+        ),
         (Some(_), None) => ("signed_in", None),
         (None, _) if signed_out => ("signed_out", None),
         (None, _) if needs => ("needs_sign_in", None),
