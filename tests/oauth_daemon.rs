@@ -1216,3 +1216,86 @@ fn two_servers_sign_in_at_once_each_on_its_own_listener() {
     let codes = [param(&la, "code").unwrap(), param(&lb, "code").unwrap()];
     nothing_leaked(&api, Some(&fm), &codes);
 }
+
+/// A scope list as a sorted set of words.
+fn words(v: &Value) -> Vec<String> {
+    let mut w: Vec<String> = match v {
+        Value::String(s) => s.split_whitespace().map(str::to_owned).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect(),
+        _ => vec![],
+    };
+    w.sort();
+    w.dedup();
+    w
+}
+
+#[test]
+fn a_403_insufficient_scope_records_a_step_up_that_the_next_sign_in_asks_for() {
+    // The server needs mcp:tools and mcp:admin; the first approval grants mcp:tools only.
+    let peer = fastmcp_oauth(&[
+        "--scopes",
+        "mcp:tools mcp:admin",
+        "--required-scopes",
+        "mcp:tools mcp:admin",
+        "--grant-first-only",
+        "mcp:tools",
+    ]);
+    let d = empty_daemon();
+    let api = Api::new(&d);
+    api.add("fm", &peer.url);
+    let first = api.start("fm");
+    // The challenge's scope is asked for.
+    assert_eq!(
+        words(&json!(param(
+            first["authorization_url"].as_str().unwrap(),
+            "scope"
+        ))),
+        ["mcp:admin", "mcp:tools"]
+    );
+    assert!(deliver(&authorize(&first)).expect("the loopback") < 400);
+    api.wait_state("fm", "signed_in");
+    assert_eq!(words(&api.auth("fm")["scope"]), ["mcp:tools"]);
+    // The server refuses the token with 403 insufficient_scope: a step-up is recorded, the
+    // server needs a sign-in in the session, and nothing is refreshed.
+    let (id, _) = api.session();
+    assert_eq!(api.server_in(&id, "fm")["state"], "needs_sign_in");
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            words(&api.auth("fm")["step_up"]) == ["mcp:admin", "mcp:tools"]
+        }),
+        "{}",
+        api.auth("fm")
+    );
+    // The settings say the server needs a sign-in, and why.
+    let auth = api.auth("fm");
+    assert_eq!(auth["state"], "needs_sign_in", "{auth}");
+    assert!(
+        auth["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("insufficient_scope")),
+        "{auth}"
+    );
+    assert_eq!(count(&peer, "refresh"), 0);
+    // The next sign-in asks for the step-up, and the server opens.
+    let again = api.start("fm");
+    assert_eq!(
+        words(&json!(param(
+            again["authorization_url"].as_str().unwrap(),
+            "scope"
+        ))),
+        ["mcp:admin", "mcp:tools"]
+    );
+    assert!(deliver(&authorize(&again)).expect("the loopback") < 400);
+    api.wait_state("fm", "signed_in");
+    let auth = api.auth("fm");
+    assert_eq!(words(&auth["scope"]), ["mcp:admin", "mcp:tools"], "{auth}");
+    assert_eq!(auth["step_up"], json!([]), "{auth}");
+    let (id2, _) = api.session();
+    let who: Value =
+        serde_json::from_str(&api.call_ok(&id2, "mcp__fm__whoami", json!({}))).unwrap();
+    assert_eq!(words(&who["scopes"]), ["mcp:admin", "mcp:tools"], "{who}");
+    nothing_leaked(&api, Some(&peer), &[]);
+}

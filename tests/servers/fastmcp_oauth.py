@@ -34,6 +34,10 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_oauth.py
                              DIR/presented.txt
     --scopes "A B"           the scopes clients may register and ask for (default "mcp:tools");
                              the Protected Resource Metadata lists them in scopes_supported
+    --required-scopes "A B"  scopes every request's token must have: one without them is
+                             answered 403 insufficient_scope (the challenge names them)
+    --grant-first-only "A"   the first authorization grants only these of the scopes asked
+                             for (a user who approved less), later ones all of them
     --log-level LEVEL        default WARNING (stderr)
 
 Tools:
@@ -114,8 +118,11 @@ class Recorder:
 class TestProvider(InMemoryOAuthProvider):
     """The in-memory provider, counting what it does, with refreshes that can be refused."""
 
-    def __init__(self, *, rec: Recorder, refuse_file, refresh_delay, hide_expiry, **kw):
+    def __init__(
+        self, *, rec: Recorder, refuse_file, refresh_delay, hide_expiry, grant_first_only, **kw
+    ):
         super().__init__(**kw)
+        self.grant_first_only = grant_first_only
         self.rec = rec
         self.refuse_file = refuse_file
         self.refresh_delay = refresh_delay
@@ -134,6 +141,8 @@ class TestProvider(InMemoryOAuthProvider):
     async def authorize(self, client, params):
         self.rec.bump("authorize")
         self.rec.resource(params.resource)
+        if self.grant_first_only is not None and self.rec.counts["authorize"] == 1:
+            params.scopes = [x for x in (params.scopes or []) if x in self.grant_first_only]
         return await super().authorize(client, params)
 
     async def exchange_authorization_code(self, client, authorization_code):
@@ -174,7 +183,9 @@ def build(base_url: str, args, rec: Recorder) -> FastMCP:
         refuse_file=args.refuse_refresh_file,
         refresh_delay=args.refresh_delay,
         hide_expiry=args.hide_expiry,
+        grant_first_only=args.grant_first_only.split() if args.grant_first_only else None,
         base_url=base_url,
+        required_scopes=args.required_scopes.split() or None,
         client_registration_options=ClientRegistrationOptions(
             enabled=True, valid_scopes=scopes, default_scopes=scopes
         ),
@@ -219,6 +230,8 @@ def main() -> None:
     ap.add_argument("--refuse-refresh-file")
     ap.add_argument("--record-dir")
     ap.add_argument("--scopes", default="mcp:tools")
+    ap.add_argument("--required-scopes", default="")
+    ap.add_argument("--grant-first-only")
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args()
     sock = listen("fastmcp_oauth", args.host, args.port, args.port_file)
