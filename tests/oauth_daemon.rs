@@ -12,7 +12,9 @@
 //! refused); the settings report `auth`; sessions call the server's tools with the token; an
 //! expiring token is refreshed once however many sessions call at once (counted at the
 //! authorization server); a refused refresh means `needs_sign_in` and calls that answer
-//! `not_run`; `oauth: null` signs out. `albedo-mcp mcp login` / `logout` do the same from the
+//! `not_run`; a 403 `insufficient_scope` records a step-up the next sign-in asks for; tokens
+//! (the rotated refresh token included) survive a restart; no token goes to a server at
+//! another URL; `oauth: null` signs out. `albedo-mcp mcp login` / `logout` do the same from the
 //! command line. No token, client secret or authorization code shows in the daemon's log, an
 //! API answer, the command line's output or extensions.json; creds.json is 0600.
 
