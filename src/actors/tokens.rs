@@ -188,15 +188,7 @@ impl TokenBook {
             Ok(new) => {
                 tracing::info!(server, "refreshed the OAuth access token");
                 let token = Secret::new(new.access_token.expose());
-                if let Ok(mut c) = self.0.cache.lock() {
-                    c.insert(
-                        server.to_owned(),
-                        Entry {
-                            record: Some(new.clone()),
-                            refused: None,
-                        },
-                    );
-                }
+                self.remember(server, &new);
                 self.persist(server, move |s| {
                     if let Ok(v) = serde_json::to_value(&new) {
                         s.insert("oauth".into(), v);
@@ -213,6 +205,19 @@ impl TokenBook {
             }
             // Not refused: unreachable, a 5xx. The token stays; the next request tries again.
             Err(e) => Bearer::NeedsSignIn(format!("the token could not be refreshed now: {e}")),
+        }
+    }
+
+    /// Hold `record` as `server`'s tokens (a refresh, a step-up), in use at once.
+    fn remember(&self, server: &str, record: &TokenRecord) {
+        if let Ok(mut c) = self.0.cache.lock() {
+            c.insert(
+                server.to_owned(),
+                Entry {
+                    record: Some(record.clone()),
+                    refused: None,
+                },
+            );
         }
     }
 
@@ -239,15 +244,7 @@ impl TokenBook {
             return "the server needs a sign-in with more scope".into();
         };
         let grew = rec.add_step_up(&challenged);
-        if let Ok(mut c) = self.0.cache.lock() {
-            c.insert(
-                server.to_owned(),
-                Entry {
-                    record: Some(rec.clone()),
-                    refused: None,
-                },
-            );
-        }
+        self.remember(server, &rec);
         self.persist(server, move |s| {
             if let Ok(v) = serde_json::to_value(&rec) {
                 s.insert("oauth".into(), v);
