@@ -527,16 +527,16 @@ fn fastmcp_signs_in_through_the_loopback_calls_tools_and_signs_out() {
     );
     assert_eq!(api.auth("fm")["state"], "signed_out");
     // A new session leaves it out (its fingerprint changed: no saved catalogue), saying it
-    // needs a sign-in; a call by name does not run (there is no such tool in the session).
+    // needs a sign-in; a call by name answers that it needs one and did not run.
     let (id2, _) = api.session();
     assert_eq!(api.server_in(&id2, "fm")["state"], "needs_sign_in");
-    let (st, v) = api.call(&id2, "mcp__fm__echo", json!({"message": "x"}));
-    assert!(st == 404 || st == 503, "{st}: {v}");
-    assert_eq!(v["outcome"], "not_run", "{v}");
+    api.call_needs_sign_in(&id2, "mcp__fm__echo");
+    api.call_needs_sign_in(&id2, "fm%2Fecho");
     // The session that used the server before: its calls do not run either.
-    let (st, v) = api.call(&id, "mcp__fm__echo", json!({"message": "x"}));
-    assert!(st == 404 || st == 503, "{st}: {v}");
-    assert_eq!(v["outcome"], "not_run", "{v}");
+    api.call_needs_sign_in(&id, "mcp__fm__echo");
+    // A tool of no server is still 404.
+    let (st, v) = api.call(&id2, "mcp__nosuch__echo", json!({}));
+    assert_eq!(st, 404, "{v}");
     nothing_leaked(&api, Some(&peer), &[]);
 }
 
@@ -1091,9 +1091,7 @@ fn a_token_is_never_sent_to_another_url() {
     assert_eq!(v["servers"]["fm"]["auth"]["state"], "needs_sign_in", "{v}");
     let (id2, _) = api.session();
     assert_eq!(api.server_in(&id2, "fm")["state"], "needs_sign_in");
-    let (st, v) = api.call(&id2, "mcp__fm__echo", json!({"message": "x"}));
-    assert!(st == 404 || st == 503, "{st}: {v}");
-    assert_eq!(v["outcome"], "not_run", "{v}");
+    api.call_needs_sign_in(&id2, "mcp__fm__echo");
     let from_a = issued(&a);
     for t in presented(&b) {
         assert!(!from_a.contains(&t), "B was sent a token A granted");

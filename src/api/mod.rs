@@ -556,6 +556,39 @@ struct CallBody {
     arguments: Option<Value>,
 }
 
+/// Why a session has no tool by that name: its server is left out until the user signs in
+/// (503 `needs_sign_in`, as its calls answer), or there is no such tool (404). The session's
+/// view is asked only on this path.
+async fn missing_tool(s: &SessionHandle, name: &str) -> ApiError {
+    let server = match name.split_once('/') {
+        Some((server, _)) => Some(server),
+        None => name
+            .strip_prefix("mcp__")
+            .and_then(|rest| rest.split_once("__"))
+            .map(|(server, _)| server),
+    };
+    if let (Some(server), Ok(view)) = (server, s.addr.send(GetView).await) {
+        let needs = view.servers.iter().any(|v| {
+            v.name == server && v.state == crate::actors::runtime::ServerState::NeedsSignIn
+        });
+        if needs {
+            return ApiError::not_run(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "needs_sign_in",
+                format!(
+                    "the request to {server:?} did not run: the server needs the user to sign in \
+                     (albedo-mcp mcp login {server}, or PUT /auth/logins/mcp:{server})"
+                ),
+            );
+        }
+    }
+    ApiError::not_run(
+        StatusCode::NOT_FOUND,
+        "no_such_tool",
+        format!("no tool {name:?} in this session"),
+    )
+}
+
 async fn call_tool(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -565,13 +598,9 @@ async fn call_tool(
     body::tool_name(&name)?;
     let s = session(&state, &id)?;
     let snap = s.shared.load();
-    let tool = snap.table.lookup(&name).cloned().ok_or_else(|| {
-        ApiError::not_run(
-            StatusCode::NOT_FOUND,
-            "no_such_tool",
-            format!("no tool {name:?} in this session"),
-        )
-    })?;
+    let Some(tool) = snap.table.lookup(&name).cloned() else {
+        return Err(missing_tool(&s, &name).await);
+    };
     let args = body.arguments.unwrap_or_else(|| json!({}));
     if !args.is_object() {
         return Err(ApiError::not_run(
