@@ -649,3 +649,42 @@ fn creds_json_is_0600_when_the_daemon_creates_it_under_a_permissive_umask() {
     let m = std::fs::metadata(&ext).unwrap().permissions().mode() & 0o777;
     assert_eq!(m & 0o022, 0, "extensions.json is writable by others: {m:o}");
 }
+
+#[test]
+fn settings_events_say_when_to_read_the_settings_again() {
+    use std::io::BufRead;
+    let d = empty_daemon();
+    let resp = d
+        .request("GET", "/settings/mcp/events")
+        .timeout(Duration::from_secs(30))
+        .call()
+        .unwrap();
+    assert_eq!(resp.content_type(), "text/event-stream");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(resp.into_reader()).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next_event = || loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("an event within 10 s");
+        if let Some(e) = line.strip_prefix("event: ") {
+            return e.to_owned();
+        }
+    };
+    let (st, _) = patch(&d, json!({"retryMs": 2000}));
+    assert_eq!(st, 200);
+    assert_eq!(next_event(), "settings");
+    let (id, _) = d.session(json!({}));
+    assert_eq!(next_event(), "sessions");
+    assert_eq!(d.delete(&format!("/sessions/{id}")), 204);
+    assert_eq!(next_event(), "sessions");
+    let (st, _) = d.post("/extensions/mcp/reload", json!({}));
+    assert_eq!(st, 200);
+    assert_eq!(next_event(), "settings");
+}

@@ -183,5 +183,6 @@ pub async fn follow_sign_ins(
         if ev.state == LoginState::SignedIn {
             super::settings::reload_sessions(&state, None).await;
         }
+        state.settings_changed("sign_in", Some(ev.server.clone()), Some(json!(ev.state)));
     }
 }

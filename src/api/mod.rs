@@ -68,6 +68,9 @@ pub struct AppState {
     /// The digest of `extensions.json` as the daemon last read or wrote it: a PATCH over a
     /// hand edit made since is refused (`changed_on_disk`).
     pub known_extensions: Mutex<settings::FileDigest>,
+    /// What changed in the settings, for `GET /settings/mcp/events`: a save, a reload, the
+    /// extension's default, a sign-in's progress, a session opened or closed.
+    pub settings_events: broadcast::Sender<SettingsEvent>,
     /// Sign-ins (`None` in tests of the API alone).
     pub signins: Option<Addr<crate::actors::signin::SignIns>>,
     /// The daemon's OAuth tokens, told when a settings change touches them.
@@ -87,6 +90,7 @@ impl AppState {
             tried: Mutex::new(HashMap::new()),
             signins: None,
             tokens: None,
+            settings_events: broadcast::channel(256).0,
             home,
             runtime,
             sessions: RwLock::new(HashMap::new()),
@@ -313,6 +317,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
                 .route(web::get().to(settings::get_settings))
                 .route(web::patch().to(settings::patch_settings)),
         )
+        .service(resource("/settings/mcp/events", "GET").route(web::get().to(settings_events)))
         .service(
             resource("/settings/mcp/suggest-name", "GET")
                 .route(web::get().to(settings::suggest_name)),
@@ -398,6 +403,7 @@ async fn create_session(
     if let (Err(e), Some(m)) = (r, body.as_object_mut()) {
         m.insert("error".into(), Value::from(e));
     }
+    state.settings_changed("sessions", None, None);
     Ok(HttpResponse::Created().json(body))
 }
 
@@ -441,6 +447,7 @@ async fn delete_session(
         .and_then(|mut m| m.remove(path.as_str()))
         .ok_or_else(|| ApiError::not_found("session"))?;
     let _ = s.addr.send(CloseSession).await;
+    state.settings_changed("sessions", None, None);
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -755,6 +762,68 @@ async fn events(
 }
 
 pub type SharedState = Arc<AppState>;
+
+/// One line of `GET /settings/mcp/events`: `kind` is `settings` (saved, reloaded, the
+/// extension's default), `sign_in` (a sign-in's progress: `server`, `state`), or `sessions`
+/// (one opened or closed). Clients read `GET /settings/mcp` again when they hear one.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SettingsEvent {
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+}
+
+impl AppState {
+    /// Tell `GET /settings/mcp/events` listeners (none listening is fine).
+    pub fn settings_changed(
+        &self,
+        kind: &'static str,
+        server: Option<String>,
+        state: Option<Value>,
+    ) {
+        let _ = self.settings_events.send(SettingsEvent {
+            kind,
+            server,
+            state,
+        });
+    }
+}
+
+/// `GET /settings/mcp/events`: server-sent events that say when to read the settings again
+/// (a client such as the terminal form or the web pane follows them instead of polling).
+/// A comment line every 15 s keeps proxies from closing an idle stream.
+async fn settings_events(state: web::Data<AppState>) -> HttpResponse {
+    let rx = state.settings_events.subscribe();
+    let ping = tokio::time::interval(std::time::Duration::from_secs(15));
+    let stream = futures_util::stream::unfold((rx, ping), |(mut rx, mut ping)| async move {
+        loop {
+            tokio::select! {
+                r = rx.recv() => match r {
+                    Ok(ev) => {
+                        let data = serde_json::to_string(&ev).unwrap_or_default();
+                        let chunk = web::Bytes::from(format!("event: {}\ndata: {}\n\n", ev.kind, data));
+                        return Some((Ok::<_, actix_web::Error>(chunk), (rx, ping)));
+                    }
+                    // Missed some: one `settings` tells the client to read everything again.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let chunk = web::Bytes::from_static(b"event: settings\ndata: {\"kind\":\"settings\"}\n\n");
+                        return Some((Ok(chunk), (rx, ping)));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = ping.tick() => {
+                    return Some((Ok(web::Bytes::from_static(b": ping\n\n")), (rx, ping)));
+                }
+            }
+        }
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .streaming(stream)
+}
 
 #[cfg(test)]
 mod tests {

@@ -561,6 +561,7 @@ pub async fn patch_settings(
         "settings saved"
     );
     let (sessions, _) = reload_sessions(&state, Some(new_ext.mcp_enabled())).await;
+    state.settings_changed("settings", None, None);
     let home = state.home.clone();
     let read = web::block(move || read_files(&home))
         .await
@@ -671,6 +672,7 @@ pub async fn put_extension(
             _ => None,
         })
         .collect();
+    state.settings_changed("settings", None, None);
     Ok(HttpResponse::Ok().json(json!({"mcp": {"enabled": on}, "errors": errors})))
 }
 
@@ -694,6 +696,7 @@ pub async fn reload_all(
         *k = read.digest;
     }
     let (out, failed) = reload_sessions(&state, Some(ext.mcp_enabled())).await;
+    state.settings_changed("settings", None, None);
     let status = if failed {
         StatusCode::UNPROCESSABLE_ENTITY
     } else {
