@@ -798,26 +798,21 @@ async fn settings_events(state: web::Data<AppState>) -> HttpResponse {
     let rx = state.settings_events.subscribe();
     let ping = tokio::time::interval(std::time::Duration::from_secs(15));
     let stream = futures_util::stream::unfold((rx, ping), |(mut rx, mut ping)| async move {
-        loop {
-            tokio::select! {
-                r = rx.recv() => match r {
-                    Ok(ev) => {
-                        let data = serde_json::to_string(&ev).unwrap_or_default();
-                        let chunk = web::Bytes::from(format!("event: {}\ndata: {}\n\n", ev.kind, data));
-                        return Some((Ok::<_, actix_web::Error>(chunk), (rx, ping)));
-                    }
-                    // Missed some: one `settings` tells the client to read everything again.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let chunk = web::Bytes::from_static(b"event: settings\ndata: {\"kind\":\"settings\"}\n\n");
-                        return Some((Ok(chunk), (rx, ping)));
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                _ = ping.tick() => {
-                    return Some((Ok(web::Bytes::from_static(b": ping\n\n")), (rx, ping)));
+        let chunk = tokio::select! {
+            r = rx.recv() => match r {
+                Ok(ev) => {
+                    let data = serde_json::to_string(&ev).unwrap_or_default();
+                    web::Bytes::from(format!("event: {}\ndata: {}\n\n", ev.kind, data))
                 }
-            }
-        }
+                // Missed some: one `settings` tells the client to read everything again.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    web::Bytes::from_static(b"event: settings\ndata: {\"kind\":\"settings\"}\n\n")
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            },
+            _ = ping.tick() => web::Bytes::from_static(b": ping\n\n"),
+        };
+        Some((Ok::<_, actix_web::Error>(chunk), (rx, ping)))
     });
     HttpResponse::Ok()
         .content_type("text/event-stream")
