@@ -123,6 +123,9 @@ pub struct Form {
     pub suggesting: bool,
     /// Saved while the name was still being suggested: saved once it is.
     pub save_pending: bool,
+    /// Why no name could be suggested for the URL or command as it is (the daemon's error:
+    /// an unbalanced quote, a URL it cannot read).
+    pub suggest_error: Option<String>,
 }
 
 impl Form {
@@ -566,6 +569,7 @@ impl App {
                 f.suggest_gen += 1;
                 if f.target.trim().is_empty() {
                     f.name.clear();
+                    f.suggest_error = None;
                     return vec![];
                 }
                 if f.suggesting {
@@ -602,7 +606,10 @@ impl App {
                 }]
             }
             Err(e) => {
-                f.error = Some(e);
+                f.error = Some(match &f.suggest_error {
+                    Some(why) if f.name.trim().is_empty() => format!("no name: {why}"),
+                    _ => e,
+                });
                 vec![]
             }
         }
@@ -683,10 +690,18 @@ impl App {
                 if f.suggest_gen != gen {
                     return f.suggest();
                 }
-                if let (Ok(v), false) = (a.result, f.name_edited) {
-                    if let Some(n) = v["name"].as_str() {
-                        f.name = n.to_owned();
+                match (a.result, f.name_edited) {
+                    (Ok(v), false) => {
+                        f.suggest_error = None;
+                        if let Some(n) = v["name"].as_str() {
+                            f.name = n.to_owned();
+                        }
                     }
+                    (Err(e), false) if !e.unreachable => {
+                        f.name.clear();
+                        f.suggest_error = Some(e.text);
+                    }
+                    _ => {}
                 }
                 if std::mem::take(&mut f.save_pending) {
                     return self.save();

@@ -308,6 +308,9 @@ fn draw_form(f: &mut Frame, app: &App, area: Rect) {
             Field::Name if !form.name_edited && !value.is_empty() => {
                 format!("{value}  (suggested)")
             }
+            Field::Name if !form.name_edited && form.suggest_error.is_some() => {
+                "(none suggested: see below)".to_owned()
+            }
             f if f.secret() => masked(f, &value),
             _ => value,
         };
@@ -327,6 +330,12 @@ fn draw_form(f: &mut Frame, app: &App, area: Rect) {
     if form.editing.is_some() && !form.needs_sign_in {
         lines.push(Line::from(
             "secrets: blank keeps the stored one, - removes it".dim(),
+        ));
+    }
+    if let (Some(why), false) = (&form.suggest_error, form.name_edited) {
+        lines.push(Line::styled(
+            format!("no name suggested: {why}"),
+            Style::new().fg(Color::Yellow),
         ));
     }
     if form.saving {
