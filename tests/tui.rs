@@ -15,6 +15,7 @@
 mod common;
 use common::*;
 use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -297,26 +298,43 @@ fn lists_adds_with_a_quoted_command_refuses_a_mistyped_one_edits_reenables_and_d
 }
 
 #[test]
-fn no_daemon_is_said_and_q_quits_with_the_terminal_given_back() {
+fn no_daemon_is_said_then_one_started_is_found_and_q_quits_with_the_terminal_given_back() {
     let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let port = free_port().to_string();
     let listen = format!("127.0.0.1:{port}");
     let ui = Tui::start(home.path(), None, &[("ALBEDO_LISTEN", &listen)]);
     let s = ui.wait_for("No daemon answers");
     assert!(s.contains("albedo-mcp serve"), "{s}");
+    // A daemon started meanwhile in that home is found on its socket.
+    std::fs::write(
+        home.path().join("extensions.json"),
+        json!({"mcp": {"servers": {"everything": everything_stdio()}}}).to_string(),
+    )
+    .unwrap();
+    let _d = Daemon::start_in(home, &[]);
+    let s = ui.wait_for("everything");
+    assert!(s.contains("daemon unix:"), "{s}");
     ui.keys(&["q"]);
     let s = ui.wait_for("EXITED 0");
-    assert!(
-        !s.contains("No daemon answers"),
-        "the screen was not given back: {s}"
-    );
+    assert!(!s.contains("NAME"), "the screen was not given back: {s}");
 }
 
 #[test]
 fn sigterm_gives_the_terminal_back() {
-    let d = Daemon::start(json!({"mcp": {"servers": {"everything": everything_stdio()}}}));
-    let ui = Tui::start(&d.albedo_home(), Some(&d), &[]);
-    ui.wait_for("everything");
+    // A private home (0700), so the daemon opens its socket there.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        home.path().join("extensions.json"),
+        json!({"mcp": {"servers": {"everything": everything_stdio()}}}).to_string(),
+    )
+    .unwrap();
+    let d = Daemon::start_in(home, &[]);
+    // No --daemon: found on the socket in its home.
+    let ui = Tui::start(&d.albedo_home(), None, &[]);
+    let s = ui.wait_for("everything");
+    assert!(s.contains("daemon unix:"), "{s}");
     ui.keys(&["n"]);
     ui.text("typed");
     ui.wait_for("new server");

@@ -324,6 +324,14 @@ impl App {
         self.message = Some((text.into(), error));
     }
 
+    /// The server of a sign-in in flight (to cancel when quitting).
+    pub fn login_in_flight(&self) -> Option<String> {
+        match &self.mode {
+            Mode::Login(l) if !l.done => Some(l.name.clone()),
+            _ => None,
+        }
+    }
+
     /// What is due on a tick: a refresh, a sign-in poll.
     pub fn tick(&mut self, now: Instant) -> Vec<Req> {
         let mut out = Vec::new();
@@ -373,6 +381,11 @@ impl App {
     }
 
     pub fn key(&mut self, k: Key) -> Vec<Req> {
+        if k == Key::Ctrl('c') {
+            // Quit from anywhere (a sign-in in flight is cancelled on the way out).
+            self.quit = true;
+            return vec![];
+        }
         match std::mem::replace(&mut self.mode, Mode::List) {
             Mode::List => self.list_key(k),
             Mode::Form(f) => {
@@ -406,7 +419,7 @@ impl App {
     fn list_key(&mut self, k: Key) -> Vec<Req> {
         let n = self.servers().len();
         match k {
-            Key::Char('q') | Key::Ctrl('c') => {
+            Key::Char('q') => {
                 self.quit = true;
                 vec![]
             }

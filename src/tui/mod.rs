@@ -145,7 +145,7 @@ pub fn run(daemon: Option<&str>) -> i32 {
         eprintln!("albedo-mcp: ui needs a terminal (use `albedo-mcp mcp` in scripts)");
         return 2;
     }
-    let client = Rc::new(DaemonClient::new(endpoint));
+    let client = DaemonClient::new(endpoint);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
@@ -160,12 +160,14 @@ pub fn run(daemon: Option<&str>) -> i32 {
         terminal::EnterAlternateScreen,
         event::EnableBracketedPaste
     );
-    let code = actix::System::new().block_on(main_loop(client));
+    let explicit = daemon.map(str::to_owned);
+    let code = actix::System::new().block_on(main_loop(client, explicit));
     restore();
     code
 }
 
-async fn main_loop(client: Rc<DaemonClient>) -> i32 {
+async fn main_loop(client: DaemonClient, explicit: Option<String>) -> i32 {
+    let mut client = Rc::new(client);
     use tokio::signal::unix::{signal, SignalKind};
     let mut terminal =
         match ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout())) {
@@ -209,9 +211,19 @@ async fn main_loop(client: Rc<DaemonClient>) -> i32 {
             a = answers.recv() => match a {
                 Some(a) => {
                     let started = matches!(a.req, Req::LoginStart(_));
+                    let refresh = matches!(a.req, Req::Refresh);
                     let r = app.answer(a, Instant::now());
                     if started {
                         open_browser(&mut app);
+                    }
+                    if refresh && app.unreachable.is_some() {
+                        // Looked for again: a daemon started since may be on its socket.
+                        if let Ok(e) = locate(explicit.as_deref()) {
+                            if e.describe() != client.endpoint().describe() {
+                                app.daemon = e.describe();
+                                client = Rc::new(DaemonClient::new(e));
+                            }
+                        }
                     }
                     r
                 }
@@ -225,6 +237,15 @@ async fn main_loop(client: Rc<DaemonClient>) -> i32 {
         if app.quit {
             break;
         }
+    }
+    // A sign-in in flight is cancelled, whatever ended the screen.
+    if let Some(name) = app.login_in_flight() {
+        let path = format!("/auth/logins/mcp:{}", seg(&name));
+        let _ = tokio::time::timeout(
+            Duration::from_secs(3),
+            client.call(Method::DELETE, &path, None),
+        )
+        .await;
     }
     code
 }
