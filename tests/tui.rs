@@ -10,7 +10,7 @@
 //! removes it; `e` re-enables a server switched off; delete after a confirmation; a masked field never shows its secret in any capture;
 //! no daemon (at start, or one that stops meanwhile) is said on screen; SIGTERM gives the
 //! terminal back; a sign-in with ALBEDO_NO_BROWSER and a pasted callback URL, and esc
-//! cancelling one.
+//! cancelling one; the extensions view switching `mcp` for every session and for one.
 
 mod common;
 use common::*;
@@ -37,6 +37,11 @@ impl Tui {
     /// Run `albedo-mcp ui` with `ALBEDO_HOME=home` (and `env`; `--daemon` at `daemon`'s
     /// address) in a 100×30 window.
     fn start(home: &Path, daemon: Option<&Daemon>, env: &[(&str, &str)]) -> Tui {
+        Self::start_with(home, daemon, "", env)
+    }
+
+    /// The same with more arguments after `ui`.
+    fn start_with(home: &Path, daemon: Option<&Daemon>, more: &str, env: &[(&str, &str)]) -> Tui {
         let socket = format!(
             "albedo-tui-{}-{}",
             std::process::id(),
@@ -56,7 +61,7 @@ impl Tui {
             .map(|d| format!(" --daemon {}", d.base))
             .unwrap_or_default();
         let cmd = format!(
-            "env -u ALBEDO_DAEMON -u ALBEDO_TOKEN -u ALBEDO_LISTEN {vars} sh -c 'echo $$ > {}; exec {} ui{at}'; echo EXITED $?; sleep 600",
+            "env -u ALBEDO_DAEMON -u ALBEDO_TOKEN -u ALBEDO_LISTEN {vars} sh -c 'echo $$ > {}; exec {} ui{at}{more}'; echo EXITED $?; sleep 600",
             pidfile.path().display(),
             env!("CARGO_BIN_EXE_albedo-mcp"),
         );
@@ -344,6 +349,39 @@ fn sigterm_gives_the_terminal_back() {
     // tmux says the alternate screen is off.
     let mode = ui.tmux(&["display-message", "-p", "#{alternate_on}"]);
     assert_eq!(mode.trim(), "0", "still on the alternate screen");
+}
+
+#[test]
+fn the_extensions_view_switches_mcp_for_every_session_and_for_one() {
+    let d = Daemon::start(json!({"enabled": {"mcp": true},
+                                 "mcp": {"servers": {"everything": everything_stdio()}}}));
+    let (id, view) = d.session(json!({}));
+    assert_eq!(view["enabled"], true, "{view}");
+    let ui = Tui::start_with(&d.albedo_home(), Some(&d), &format!(" --session {id}"), &[]);
+    ui.wait_for("everything");
+    ui.keys(&["x"]);
+    let s = ui.wait_for("every session: on");
+    assert!(s.contains(&format!("session {id}: on")), "{s}");
+    assert!(s.contains("editor-mcp"), "{s}");
+    // The default for every session.
+    ui.keys(&["Enter"]);
+    ui.wait_for("mcp switched off for every session");
+    assert_eq!(d.get("/extensions").1["mcp"]["enabled"], false);
+    ui.keys(&["Enter"]);
+    ui.wait_for("mcp switched on for every session");
+    assert_eq!(d.get("/extensions").1["mcp"]["enabled"], true);
+    // s: this session only.
+    ui.keys(&["s"]);
+    ui.wait_for(&format!("session {id} only"));
+    ui.keys(&["Enter"]);
+    let s = ui.wait_for(&format!("mcp switched off for session {id}"));
+    assert!(s.contains("every session: on"), "{s}");
+    assert_eq!(d.get(&format!("/sessions/{id}")).1["enabled"], false);
+    assert_eq!(d.get("/extensions").1["mcp"]["enabled"], true);
+    ui.keys(&["Escape"]);
+    ui.wait("the list again", Duration::from_secs(10), |s| {
+        !s.contains("editor-mcp")
+    });
 }
 
 extern "C" {

@@ -84,6 +84,9 @@ pub enum Command {
         /// The daemon (as for `status`).
         #[arg(long)]
         daemon: Option<String>,
+        /// A session whose `mcp` extension the extensions view (`x`) can switch alone (`s`).
+        #[arg(long)]
+        session: Option<String>,
     },
     /// Talk to one HTTP MCP server as the conformance runner's client: do the work of the
     /// scenario named in MCP_CONFORMANCE_SCENARIO and exit (0 when it all worked).

@@ -32,6 +32,15 @@ pub enum Req {
     LoginPoll(String),
     LoginPaste(String, String),
     LoginCancel(String),
+    /// `GET /extensions`.
+    Extensions,
+    /// `GET /sessions/ID`.
+    SessionView(String),
+    /// `PUT /extensions/mcp` (every session), or `PUT /sessions/ID/extensions/mcp`.
+    SetMcp {
+        session: Option<String>,
+        on: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -267,6 +276,11 @@ pub enum Mode {
     Form(Box<Form>),
     ConfirmDelete(String),
     Login(Box<Login>),
+    /// The extensions view: the `mcp` extension's default for every session, or (after `s`,
+    /// given `--session`) its choice for that session.
+    Extensions {
+        session_scope: bool,
+    },
 }
 
 pub struct App {
@@ -284,6 +298,11 @@ pub struct App {
     pub last_refresh: Option<Instant>,
     /// A change the list's actions asked for is in flight.
     pub busy: Option<String>,
+    /// `--session ID`: the session the extensions view can change alone.
+    pub session: Option<String>,
+    /// The last `GET /extensions`, and `GET /sessions/ID`.
+    pub extensions: Option<Value>,
+    pub session_view: Option<Value>,
 }
 
 /// Whether a sign-in state is final.
@@ -304,6 +323,9 @@ impl App {
             refreshing: false,
             last_refresh: None,
             busy: None,
+            session: None,
+            extensions: None,
+            session_view: None,
         }
     }
 
@@ -413,6 +435,68 @@ impl App {
                 self.mode = Mode::Login(l);
                 self.login_key(k)
             }
+            Mode::Extensions { session_scope } => self.extensions_key(k, session_scope),
+        }
+    }
+
+    /// The extensions' state asked for again.
+    fn extension_reqs(&self) -> Vec<Req> {
+        let mut r = vec![Req::Extensions];
+        if let Some(id) = &self.session {
+            r.push(Req::SessionView(id.clone()));
+        }
+        r
+    }
+
+    fn extensions_key(&mut self, k: Key, session_scope: bool) -> Vec<Req> {
+        self.mode = Mode::Extensions { session_scope };
+        match k {
+            Key::Esc | Key::Char('x') => {
+                self.mode = Mode::List;
+                vec![]
+            }
+            Key::Char('q') => {
+                self.quit = true;
+                vec![]
+            }
+            Key::Char('s') => match &self.session {
+                Some(_) => {
+                    self.mode = Mode::Extensions {
+                        session_scope: !session_scope,
+                    };
+                    vec![]
+                }
+                None => {
+                    self.flash(
+                        "no session to change alone: start with albedo-mcp ui --session ID",
+                        true,
+                    );
+                    vec![]
+                }
+            },
+            Key::Enter => {
+                let session = if session_scope {
+                    self.session.clone()
+                } else {
+                    None
+                };
+                let now = match &session {
+                    Some(_) => self.session_view.as_ref().map(|v| v["enabled"] == true),
+                    None => self
+                        .extensions
+                        .as_ref()
+                        .map(|v| v["mcp"]["enabled"] == true),
+                };
+                match now {
+                    Some(on) => {
+                        self.busy = Some("switching the mcp extension".into());
+                        vec![Req::SetMcp { session, on: !on }]
+                    }
+                    None => self.extension_reqs(),
+                }
+            }
+            Key::Char('r') => self.extension_reqs(),
+            _ => vec![],
         }
     }
 
@@ -434,6 +518,13 @@ impl App {
                 vec![]
             }
             Key::Char('r') => self.refresh(),
+            Key::Char('x') => {
+                self.mode = Mode::Extensions {
+                    session_scope: false,
+                };
+                self.message = None;
+                self.extension_reqs()
+            }
             Key::Char('n') => {
                 self.mode = Mode::Form(Box::new(Form {
                     http: true,
@@ -786,6 +877,37 @@ impl App {
                 vec![]
             }
             Req::LoginCancel(_) => vec![],
+            Req::Extensions => {
+                match a.result {
+                    Ok(v) => self.extensions = Some(v),
+                    Err(f) => self.flash(f.text, true),
+                }
+                vec![]
+            }
+            Req::SessionView(id) => {
+                match a.result {
+                    Ok(v) => self.session_view = Some(v),
+                    Err(f) => {
+                        self.session_view = None;
+                        self.flash(format!("session {id}: {}", f.text), true);
+                    }
+                }
+                vec![]
+            }
+            Req::SetMcp { session, on } => {
+                self.busy = None;
+                let state = if on { "on" } else { "off" };
+                match (a.result, session) {
+                    (Ok(_), Some(id)) => {
+                        self.flash(format!("mcp switched {state} for session {id}"), false)
+                    }
+                    (Ok(_), None) => {
+                        self.flash(format!("mcp switched {state} for every session"), false)
+                    }
+                    (Err(f), _) => self.flash(f.text, true),
+                }
+                self.extension_reqs()
+            }
         }
     }
 

@@ -1,12 +1,14 @@
 //! `albedo-mcp ui`: the terminal screen for the daemon's MCP servers (ratatui on crossterm):
 //! the list of configured servers with their state, a form to add or edit one, delete,
-//! re-enable, sign in and out.
+//! re-enable, sign in and out, and the extensions view (the `mcp` extension for every
+//! session, or for the `--session` given).
 //!
 //! Owns: the terminal while it runs (raw mode and the alternate screen, given back on exit,
 //! on a panic through a panic hook, and on SIGINT, SIGTERM or SIGHUP), the screen's state
 //! (`app.rs`, pure: keys and answers in, requests out) and its drawing (`view.rs`), and the
 //! requests it makes of the daemon's API (`GET`/`PATCH /settings/mcp`,
-//! `GET /settings/mcp/suggest-name`, `/auth/logins/mcp:NAME`) through the command line's
+//! `GET /settings/mcp/suggest-name`, `/auth/logins/mcp:NAME`, `GET /extensions`,
+//! `PUT /extensions/mcp`, `GET /sessions/ID`, `PUT /sessions/ID/extensions/mcp`) through the command line's
 //! [`DaemonClient`]. The list is asked for again after each action and every few seconds
 //! (there is no daemon-wide events stream to follow yet), and a sign-in in flight every
 //! 500 ms.
@@ -123,6 +125,19 @@ fn spawn_req(c: Rc<DaemonClient>, req: Req, tx: mpsc::UnboundedSender<Answer>) {
                 .await
             }
             Req::LoginCancel(n) => c.call(Method::DELETE, &login(n), None).await,
+            Req::Extensions => c.call(Method::GET, "/extensions", None).await,
+            Req::SessionView(id) => {
+                c.call(Method::GET, &format!("/sessions/{}", seg(id)), None)
+                    .await
+            }
+            Req::SetMcp { session, on } => {
+                let path = match session {
+                    Some(id) => format!("/sessions/{}/extensions/mcp", seg(id)),
+                    None => "/extensions/mcp".to_owned(),
+                };
+                c.call(Method::PUT, &path, Some(&json!({ "enabled": on })))
+                    .await
+            }
         };
         let _ = tx.send(Answer {
             req,
@@ -133,7 +148,7 @@ fn spawn_req(c: Rc<DaemonClient>, req: Req, tx: mpsc::UnboundedSender<Answer>) {
 
 /// `albedo-mcp ui [--daemon ADDR]`: the exit status (0, or 2 when the daemon's address is
 /// not usable or there is no terminal).
-pub fn run(daemon: Option<&str>) -> i32 {
+pub fn run(daemon: Option<&str>, session: Option<&str>) -> i32 {
     let endpoint = match locate(daemon) {
         Ok(e) => e,
         Err(e) => {
@@ -161,12 +176,13 @@ pub fn run(daemon: Option<&str>) -> i32 {
         event::EnableBracketedPaste
     );
     let explicit = daemon.map(str::to_owned);
-    let code = actix::System::new().block_on(main_loop(client, explicit));
+    let session = session.map(str::to_owned);
+    let code = actix::System::new().block_on(main_loop(client, explicit, session));
     restore();
     code
 }
 
-async fn main_loop(client: DaemonClient, explicit: Option<String>) -> i32 {
+async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Option<String>) -> i32 {
     let mut client = Rc::new(client);
     use tokio::signal::unix::{signal, SignalKind};
     let mut terminal =
@@ -190,6 +206,7 @@ async fn main_loop(client: DaemonClient, explicit: Option<String>) -> i32 {
     std::thread::spawn(move || read_input(in_tx));
     let (ans_tx, mut answers) = mpsc::unbounded_channel::<Answer>();
     let mut app = App::new(client.endpoint().describe());
+    app.session = session;
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     let mut code = 0;
     loop {

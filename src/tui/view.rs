@@ -64,13 +64,16 @@ pub fn draw(f: &mut Frame, app: &App) {
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), msg);
     let keys = match &app.mode {
         Mode::List => {
-            "↑↓ move  n new  ⏎ edit  d delete  e enable  ^L sign in  ^U sign out  r  q quit"
+            "↑↓ move  n new  ⏎ edit  d del  e enable  ^L sign in  ^U sign out  x ext  q quit"
         }
         Mode::Form(_) => {
             "tab/↑↓ field  ←→ transport  ^S save (enter on last field)  ^L sign in  esc close"
         }
         Mode::ConfirmDelete(_) => "y delete  n keep",
         Mode::Login(_) => "paste the callback URL, enter sends it  esc cancel",
+        Mode::Extensions { .. } => {
+            "enter switch mcp in the scope shown  s scope  r refresh  esc back"
+        }
     };
     f.render_widget(
         Paragraph::new(Line::styled(keys, Style::new().reversed())),
@@ -89,6 +92,7 @@ pub fn draw(f: &mut Frame, app: &App) {
             );
         }
         Mode::Login(_) => draw_login(f, app, area),
+        Mode::Extensions { session_scope } => draw_extensions(f, app, area, *session_scope),
         Mode::List => {}
     }
 }
@@ -367,10 +371,50 @@ fn draw_form(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(para, r);
 }
 
+fn draw_extensions(f: &mut Frame, app: &App, area: Rect, session_scope: bool) {
+    let r = centered(area, area.width.saturating_sub(4).min(90), 12);
+    f.render_widget(Clear, r);
+    let onoff = |v: Option<bool>| match v {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "?",
+    };
+    let every = app.extensions.as_ref().map(|v| v["mcp"]["enabled"] == true);
+    let mut lines = vec![];
+    lines.push(match (&app.session, session_scope) {
+        (Some(id), true) => Line::styled(
+            format!("enter changes: session {id} only (s: every session)"),
+            Style::new().bold(),
+        ),
+        (Some(_), false) => Line::styled(
+            "enter changes: the default for every session (s: this session only)",
+            Style::new().bold(),
+        ),
+        (None, _) => Line::styled(
+            "enter changes: the default for every session (--session ID to change one)",
+            Style::new().bold(),
+        ),
+    });
+    lines.push(Line::from(""));
+    let mut mcp = format!("› mcp          every session: {}", onoff(every));
+    if let Some(id) = &app.session {
+        let this = app.session_view.as_ref().map(|v| v["enabled"] == true);
+        mcp.push_str(&format!("   session {id}: {}", onoff(this)));
+    }
+    lines.push(Line::from(mcp));
+    lines.push(Line::from(
+        "  editor-mcp   (the servers an editor supplies: not provided by this daemon yet)".dim(),
+    ));
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" extensions ")),
+        r,
+    );
+}
+
 fn draw_login(f: &mut Frame, app: &App, area: Rect) {
     let Mode::Login(l) = &app.mode else { return };
-    let r = centered(area, area.width.saturating_sub(2), 14);
-    f.render_widget(Clear, r);
     let mut lines = vec![Line::from(format!("state: {}", l.state.replace('_', " ")))];
     if let Some(u) = &l.url {
         lines.push(Line::from("Open this address to sign in:"));
@@ -394,6 +438,11 @@ fn draw_login(f: &mut Frame, app: &App, area: Rect) {
     if l.done {
         lines.push(Line::from("esc closes"));
     }
+    let w = area.width.saturating_sub(2);
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let h: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let r = centered(area, w, (h as u16 + 4).max(8));
+    f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
