@@ -15,3 +15,4 @@ pub mod oauth;
 pub mod protocol;
 pub mod store;
 pub mod transport;
+pub mod tui;

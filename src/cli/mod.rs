@@ -78,6 +78,16 @@ pub enum Command {
     /// Manage the daemon's MCP servers: list, show, add, edit, remove, enable, disable,
     /// test, tools, call, import (all through the running daemon's API).
     Mcp(Box<mcp::McpArgs>),
+    /// The terminal screen for the daemon's MCP servers: list, add, edit, delete, re-enable,
+    /// sign in and out (a client of the running daemon's API).
+    Ui {
+        /// The daemon (as for `status`).
+        #[arg(long)]
+        daemon: Option<String>,
+        /// A session whose `mcp` extension the extensions view (`x`) can switch alone (`s`).
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// Talk to one HTTP MCP server as the conformance runner's client: do the work of the
     /// scenario named in MCP_CONFORMANCE_SCENARIO and exit (0 when it all worked).
     ConformanceClient {

@@ -15,7 +15,7 @@
 
 mod login;
 mod patch;
-mod render;
+pub(crate) mod render;
 
 use super::client::{locate, ClientError, DaemonClient};
 use awc::http::Method;
@@ -588,7 +588,7 @@ fn parse_arguments(a: &str) -> Result<Value, McpError> {
 
 /// A path segment: everything but unreserved characters percent-encoded (`server/tool`
 /// reaches the daemon as `server%2Ftool`).
-fn seg(s: &str) -> String {
+pub(crate) fn seg(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

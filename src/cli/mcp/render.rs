@@ -7,7 +7,7 @@ use super::test_passed;
 use serde_json::Value;
 
 /// A word as a shell would need it: unchanged when plain, else in single quotes.
-pub(super) fn shell_word(w: &str) -> String {
+pub(crate) fn shell_word(w: &str) -> String {
     let plain = !w.is_empty()
         && w.bytes().all(|b| {
             b.is_ascii_alphanumeric()
@@ -24,7 +24,7 @@ pub(super) fn shell_word(w: &str) -> String {
 }
 
 /// What a server runs or reaches: its URL, or its command line.
-pub(super) fn target(s: &Value) -> String {
+pub(crate) fn target(s: &Value) -> String {
     if let Some(u) = s["url"].as_str() {
         return u.to_owned();
     }
