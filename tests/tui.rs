@@ -493,3 +493,19 @@ fn param(url: &str, key: &str) -> String {
         .map(|(_, v)| v.into_owned())
         .unwrap_or_default()
 }
+
+#[test]
+fn a_change_made_elsewhere_shows_at_once_from_the_daemons_events() {
+    let d = Daemon::start(json!({"mcp": {"servers": {"everything": everything_stdio()}}}));
+    let ui = Tui::start(&d.albedo_home(), Some(&d), &[]);
+    ui.wait_for("everything");
+    // Just after a refresh, so the next poll is 10 s away: the event brings it sooner.
+    std::thread::sleep(Duration::from_millis(500));
+    let r = d
+        .request("PATCH", "/settings/mcp")
+        .send_json(json!({"servers": {"elsewhere": {"command": "/bin/true", "enabled": false}}}));
+    assert!(r.is_ok(), "{r:?}");
+    ui.wait("the server added elsewhere", Duration::from_secs(5), |s| {
+        s.contains("elsewhere")
+    });
+}

@@ -340,6 +340,27 @@ impl DaemonClient {
         r
     }
 
+    /// A `GET` whose answer is a stream (server-sent events): the response, its body left to
+    /// read as it comes.
+    pub async fn open_stream(&self, path: &str) -> Result<awc::ClientResponse, ClientError> {
+        let at = self.endpoint.describe();
+        let r = self
+            .request(http::Method::GET, path)
+            .send()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                at: at.clone(),
+                reason: e.to_string(),
+            })?;
+        if !r.status().is_success() {
+            return Err(ClientError::BadAnswer {
+                at,
+                reason: format!("HTTP {} for {path}", r.status().as_u16()),
+            });
+        }
+        Ok(r)
+    }
+
     /// One request; the answer's status and JSON (`null` for an empty body). An answer that
     /// is not a success is an error carrying the daemon's message.
     pub async fn call(

@@ -6,9 +6,9 @@ use crate::cli::mcp::render::target;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
-/// How often the list is asked for again when nothing happened (there is no daemon-wide
-/// events stream to follow yet).
-pub const REFRESH: Duration = Duration::from_secs(3);
+/// How often the list is asked for again when the daemon said nothing: settings changes and
+/// sign-ins come from `GET /settings/mcp/events` at once; connection states have no event.
+pub const REFRESH: Duration = Duration::from_secs(10);
 /// How often a sign-in in flight is asked for.
 pub const LOGIN_POLL: Duration = Duration::from_millis(500);
 
@@ -371,6 +371,11 @@ impl App {
             }
         }
         out
+    }
+
+    /// The daemon said its settings changed: read them again.
+    pub fn changed(&mut self) -> Vec<Req> {
+        self.refresh()
     }
 
     fn refresh(&mut self) -> Vec<Req> {

@@ -182,6 +182,22 @@ pub fn run(daemon: Option<&str>, session: Option<&str>) -> i32 {
     code
 }
 
+/// Follow `GET /settings/mcp/events` for the screen's life: every event wakes the loop; a
+/// stream that ends or cannot open is opened again 2 s later (the daemon may come back).
+async fn follow_settings_events(client: Rc<DaemonClient>, wake: mpsc::UnboundedSender<()>) {
+    use futures_util::StreamExt;
+    loop {
+        if let Ok(mut r) = client.open_stream("/settings/mcp/events").await {
+            while let Some(Ok(chunk)) = r.next().await {
+                if chunk.windows(7).any(|w| w == b"event: ") && wake.send(()).is_err() {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Option<String>) -> i32 {
     let mut client = Rc::new(client);
     use tokio::signal::unix::{signal, SignalKind};
@@ -205,6 +221,10 @@ async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Opti
     let (in_tx, mut inputs) = mpsc::unbounded_channel();
     std::thread::spawn(move || read_input(in_tx));
     let (ans_tx, mut answers) = mpsc::unbounded_channel::<Answer>();
+    // The daemon's settings events: each one means "read the list again" (the 3 s poll stays
+    // for connection states, which have no event).
+    let (wake_tx, mut wakes) = mpsc::unbounded_channel::<()>();
+    let follow = tokio::task::spawn_local(follow_settings_events(client.clone(), wake_tx));
     let mut app = App::new(client.endpoint().describe());
     app.session = session;
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
@@ -247,6 +267,7 @@ async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Opti
                 None => vec![],
             },
             _ = ticker.tick() => app.tick(Instant::now()),
+            Some(()) = wakes.recv() => app.changed(),
         };
         for r in reqs {
             spawn_req(client.clone(), r, ans_tx.clone());
@@ -255,6 +276,7 @@ async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Opti
             break;
         }
     }
+    follow.abort();
     // A sign-in in flight is cancelled, whatever ended the screen.
     if let Some(name) = app.login_in_flight() {
         let path = format!("/auth/logins/mcp:{}", seg(&name));
