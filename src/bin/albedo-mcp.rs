@@ -29,6 +29,7 @@ fn main() {
             daemon,
         } => albedo_mcp::cli::client::token(daemon.as_deref(), rotate, path),
         Command::Web { daemon } => albedo_mcp::cli::client::web(daemon.as_deref()),
+        Command::Acp { daemon } => albedo_mcp::cli::acp::run(daemon.as_deref()),
         Command::Mcp(args) => albedo_mcp::cli::mcp::run(*args),
         Command::ConformanceClient { url } => albedo_mcp::cli::conformance::run(&url),
     };
