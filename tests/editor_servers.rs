@@ -232,7 +232,11 @@ fn a_malformed_entry_is_refused_naming_it() {
         "{v}"
     );
     assert!(!v.to_string().contains("leaky-value-93"), "{v}");
-    // An unknown transport is refused too; stdio with `"type": "stdio"` is taken.
+    // A list of the wrong shape is refused without quoting it.
+    let (st, v) = d.post("/sessions", json!({"editor_mcp_servers": "leaky-value-93"}));
+    assert_eq!(st, 400, "{v}");
+    assert!(!v.to_string().contains("leaky-value-93"), "{v}");
+    // An unknown transport is refused too.
     let (st, v) = d.post(
         "/sessions",
         json!({"editor_mcp_servers": [{"type": "websocket", "name": "ws", "url": "ws://x"}]}),

@@ -368,18 +368,30 @@ struct CreateSession {
     #[serde(default)]
     extensions: HashMap<String, bool>,
     /// ACP v1's `mcpServers`, as the editor sent it (the `editor-mcp` extension).
+    /// A `Value` so that a wrong shape is refused without quoting what was sent.
     #[serde(default)]
-    editor_mcp_servers: Option<Vec<Value>>,
+    editor_mcp_servers: Option<Value>,
 }
 
 /// Parse an editor's server list (ACP v1 `mcpServers`); a malformed entry is a 400 naming it.
-fn editor_list(list: &[Value]) -> Result<Vec<crate::editor::EditorServer>, ApiError> {
-    let env = |k: &str| std::env::var(k).ok();
-    crate::editor::parse_list(list, &env).map_err(|m| {
+/// No value the editor sent is quoted (they may be secrets).
+fn editor_list(list: Option<&Value>) -> Result<Vec<crate::editor::EditorServer>, ApiError> {
+    let bad = |m: String| {
         let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_editor_server", m);
         e.extra = Some(json!({"outcome": "not_run"}));
         e
-    })
+    };
+    let list = match list {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            return Err(bad(
+                "editor_mcp_servers must be an array of ACP MCP servers".into(),
+            ))
+        }
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    crate::editor::parse_list(list, &env).map_err(bad)
 }
 
 async fn create_session(
@@ -388,7 +400,7 @@ async fn create_session(
 ) -> Result<HttpResponse, ApiError> {
     let choice = body.extensions.get("mcp").copied();
     let editor_choice = body.extensions.get(crate::editor::EXTENSION).copied();
-    let editor = editor_list(body.editor_mcp_servers.as_deref().unwrap_or(&[]))?;
+    let editor = editor_list(body.editor_mcp_servers.as_ref())?;
     open_session(&state, None, choice, editor, editor_choice).await
 }
 
@@ -497,10 +509,17 @@ async fn delete_session(
 async fn put_editor_servers(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    Strict(list): Strict<Vec<Value>>,
+    Strict(list): Strict<Value>,
 ) -> Result<HttpResponse, ApiError> {
     body::session_id(&path)?;
-    let editor = editor_list(&list)?;
+    if list.is_null() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_editor_server",
+            "the body must be an array of ACP MCP servers ([] for none)",
+        ));
+    }
+    let editor = editor_list(Some(&list))?;
     let known = state
         .sessions
         .read()
