@@ -37,6 +37,8 @@ pub struct AdvertisedTool {
     #[serde(rename = "inputSchema")]
     pub input_schema: Value,
     pub server: String,
+    /// The extension the tool belongs to: `mcp`, or `editor-mcp` for an editor's server.
+    pub extension: &'static str,
     #[serde(skip)]
     pub kind: ToolKind,
     /// This tool as the API lists it, serialized once (see [`AdvertisedTool::json`]).
@@ -57,6 +59,7 @@ impl AdvertisedTool {
                 #[serde(rename = "inputSchema")]
                 input_schema: &'a Value,
                 server: &'a str,
+                extension: &'a str,
                 /// The server's own name for the tool (the advertised name may be a short
                 /// form of it).
                 #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,6 +70,7 @@ impl AdvertisedTool {
                 description: &self.description,
                 input_schema: &self.input_schema,
                 server: &self.server,
+                extension: self.extension,
                 tool: match &self.kind {
                     ToolKind::Tool { tool } => Some(tool.as_str()),
                     _ => None,
@@ -118,6 +122,16 @@ impl ToolTable {
                     ToolKind::GetPrompt => tool == "get_prompt",
                 }
         })
+    }
+}
+
+/// What a server's advertised names start with: `mcp__<server>` for a configured server,
+/// `editor__<name>` for an editor-supplied one (session key `editor:<name>`), so that the two
+/// never clash.
+pub fn server_prefix(server: &str) -> String {
+    match server.strip_prefix(crate::editor::KEY_PREFIX) {
+        Some(name) => format!("editor__{name}"),
+        None => format!("mcp__{server}"),
     }
 }
 
@@ -249,6 +263,12 @@ pub fn advertise(
     warnings: &mut Vec<String>,
 ) -> Vec<AdvertisedTool> {
     let server = &config.name;
+    let pfx = server_prefix(server);
+    let extension = if crate::editor::is_editor_key(server) {
+        crate::editor::EXTENSION
+    } else {
+        "mcp"
+    };
     let mut out = Vec::new();
     let resources = cat.has_resources() || !cat.resources.is_empty();
     let prompts = cat.has_prompts() || !cat.prompts.is_empty();
@@ -274,16 +294,16 @@ pub fn advertise(
         // name: the built-in keeps the documented one.
         let builtin = (tool == "read_resource" && resources) || (tool == "get_prompt" && prompts);
         let name = if builtin {
-            let renamed = model_name(&format!("mcp__{server}__{tool}_tool"));
+            let renamed = model_name(&format!("{pfx}__{tool}_tool"));
             warnings.push(format!(
                 "server {server:?}: its tool {tool:?} is advertised as {renamed:?}, since {:?} is the built-in operation",
-                format!("mcp__{server}__{tool}")
+                format!("{pfx}__{tool}")
             ));
             renamed
         } else {
             // A name the model APIs would refuse (too long, dots, spaces, ...) gets a stable
             // short form; `server/tool` still reaches it.
-            model_name(&format!("mcp__{server}__{tool}"))
+            model_name(&format!("{pfx}__{tool}"))
         };
         let size = t.get("inputSchema").map(json_size).unwrap_or(0);
         if size > MAX_SCHEMA_BYTES {
@@ -314,6 +334,7 @@ pub fn advertise(
             description: bound_text(description, MAX_DESCRIPTION_BYTES),
             input_schema: schema,
             server: server.clone(),
+            extension,
             kind: ToolKind::Tool {
                 tool: tool.to_owned(),
             },
@@ -351,7 +372,7 @@ pub fn advertise(
             if listed.is_empty() { String::new() } else { format!("\nKnown resources:\n{}", listed.join("\n")) }
         );
         out.push(AdvertisedTool {
-            name: model_name(&format!("mcp__{server}__read_resource")),
+            name: model_name(&format!("{pfx}__read_resource")),
             description: bound_text(&desc, MAX_DESCRIPTION_BYTES * 4),
             input_schema: json!({
                 "type": "object",
@@ -360,6 +381,7 @@ pub fn advertise(
                 "additionalProperties": false
             }),
             server: server.clone(),
+            extension,
             kind: ToolKind::ReadResource,
             json: OnceLock::new(),
         });
@@ -397,7 +419,7 @@ pub fn advertise(
             if listed.is_empty() { String::new() } else { format!("\nKnown prompts:\n{}", listed.join("\n")) }
         );
         out.push(AdvertisedTool {
-            name: model_name(&format!("mcp__{server}__get_prompt")),
+            name: model_name(&format!("{pfx}__get_prompt")),
             description: bound_text(&desc, MAX_DESCRIPTION_BYTES * 4),
             input_schema: json!({
                 "type": "object",
@@ -409,6 +431,7 @@ pub fn advertise(
                 "additionalProperties": false
             }),
             server: server.clone(),
+            extension,
             kind: ToolKind::GetPrompt,
             json: OnceLock::new(),
         });

@@ -11,6 +11,7 @@ pub mod advertise;
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod editor;
 pub mod oauth;
 pub mod protocol;
 pub mod store;

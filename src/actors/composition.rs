@@ -68,6 +68,12 @@ pub struct Composition {
     off: Vec<String>,
     /// Servers that came back, joining after the end of the next turn.
     joins: Vec<super::runtime::PreparedServer>,
+    /// The editor-supplied servers (`editor-mcp`), in memory only: the whole list the
+    /// editor sent last.
+    editor: Vec<crate::editor::EditorServer>,
+    /// The session's own choice for `editor-mcp`; `None` follows `editor_default`.
+    editor_choice: Option<bool>,
+    editor_default: bool,
 }
 
 impl Composition {
@@ -97,6 +103,9 @@ impl Composition {
                 retry: None,
                 off: Vec::new(),
                 joins: Vec::new(),
+                editor: Vec::new(),
+                editor_choice: None,
+                editor_default: true,
             },
             shared,
             tx,
@@ -105,6 +114,25 @@ impl Composition {
 
     fn enabled(&self) -> bool {
         self.choice.unwrap_or(self.default_enabled)
+    }
+
+    /// Set the session's editor-supplied servers and its `editor-mcp` choice before its
+    /// first preparation.
+    pub fn with_editor(
+        mut self,
+        servers: Vec<crate::editor::EditorServer>,
+        choice: Option<bool>,
+        default_enabled: bool,
+    ) -> Composition {
+        self.editor = servers;
+        self.editor_choice = choice;
+        self.editor_default = default_enabled;
+        self
+    }
+
+    /// Whether the editor servers' tools are advertised in this session.
+    fn editor_enabled(&self) -> bool {
+        self.editor_choice.unwrap_or(self.editor_default)
     }
 
     fn emit(&self, kind: &'static str, message: String) {
@@ -121,11 +149,16 @@ impl Composition {
         let mut warnings = Vec::new();
         let mut tools = Vec::new();
         let mut conns = HashMap::new();
+        let editor_on = self.editor_enabled();
         if let Some(p) = &self.current {
             warnings.extend(p.warnings.iter().cloned());
             for s in &p.servers {
                 if let Some(c) = &s.conn {
                     conns.insert(s.config.name.clone(), c.clone());
+                }
+                // Editor servers are discovered even when `editor-mcp` is off: hidden only.
+                if s.editor && !editor_on {
+                    continue;
                 }
                 if let (Some(cat), true) = (&s.catalogue, s.conn.is_some()) {
                     tools.extend(advertise_shared(&s.config, cat, s.is_http(), &mut warnings));
@@ -175,7 +208,7 @@ impl Composition {
         let servers = p
             .servers
             .iter()
-            .filter(|s| s.state == ServerState::LeftOut)
+            .filter(|s| s.state == ServerState::LeftOut && !s.editor)
             .map(|s| s.config.name.clone())
             .collect();
         retry.do_send(Missing {
@@ -251,6 +284,10 @@ pub struct Reload {
     /// Prepare again even if nothing changed here (the settings files did).
     pub reread: bool,
     pub server: Option<(String, bool)>,
+    /// A new list of editor-supplied servers: the whole set (ACP load/resume).
+    pub editor: Option<Vec<crate::editor::EditorServer>>,
+    /// A new session choice for `editor-mcp`.
+    pub editor_choice: Option<Option<bool>>,
 }
 
 impl Composition {
@@ -289,7 +326,15 @@ impl Handler<Reload> for Composition {
         let prev_choice = self.choice;
         let prev_default = self.default_enabled;
         let prev_off = self.off.clone();
+        let prev_editor_choice = self.editor_choice;
+        let prev_editor = msg.editor.as_ref().map(|_| self.editor.clone());
         let was_enabled = self.enabled();
+        if let Some(c) = msg.editor_choice {
+            self.editor_choice = c;
+        }
+        if let Some(list) = msg.editor.clone() {
+            self.editor = list;
+        }
         if let Some(c) = msg.choice {
             self.choice = c;
         }
@@ -310,6 +355,8 @@ impl Handler<Reload> for Composition {
         // own choice, or the value is the same) needs no new preparation.
         if msg.choice.is_none()
             && msg.server.is_none()
+            && msg.editor.is_none()
+            && msg.editor_choice.is_none()
             && msg.default_enabled.is_some()
             && !msg.reread
             && was_enabled == self.enabled()
@@ -328,6 +375,7 @@ impl Handler<Reload> for Composition {
                 .map(|p| p.servers.clone())
                 .unwrap_or_default(),
             off: self.off.clone(),
+            editor: self.editor.clone(),
         };
         let runtime = self.runtime.clone();
         Box::pin(
@@ -364,6 +412,10 @@ impl Handler<Reload> for Composition {
                                 act.choice = prev_choice;
                                 act.default_enabled = prev_default;
                                 act.off = prev_off;
+                                act.editor_choice = prev_editor_choice;
+                                if let Some(e) = prev_editor {
+                                    act.editor = e;
+                                }
                             }
                             let msg = e.to_string();
                             tracing::warn!(session = %act.id, error = %msg, "preparation failed; the session keeps its previous composition");
@@ -417,11 +469,14 @@ impl Handler<CatalogueChanged> for Composition {
         if slot.catalogue.as_deref() == Some(&*catalogue) {
             return;
         }
-        self.runtime.do_send(SaveCatalogue {
-            server: msg.server.clone(),
-            fingerprint: slot.fingerprint.clone(),
-            catalogue: catalogue.clone(),
-        });
+        // An editor server's catalogue stays in memory.
+        if !slot.editor {
+            self.runtime.do_send(SaveCatalogue {
+                server: msg.server.clone(),
+                fingerprint: slot.fingerprint.clone(),
+                catalogue: catalogue.clone(),
+            });
+        }
         slot.catalogue = Some(catalogue);
         slot.state = ServerState::Connected;
         self.refresh_pending = true;
@@ -532,6 +587,18 @@ pub struct ServerView {
     pub ignored_messages: u64,
     /// Switched off for this session by its capability choice.
     pub switched_off: bool,
+    /// `mcp` (configured) or `editor-mcp` (supplied by the editor: named `editor:<name>`).
+    pub extension: &'static str,
+    /// Discovered, but its tools are not advertised (`editor-mcp` is off for the session).
+    pub hidden: bool,
+}
+
+/// The `editor-mcp` extension in the session view.
+#[derive(Debug, Clone, Serialize)]
+pub struct EditorView {
+    pub enabled: bool,
+    /// The ACP transports editor servers may use: `stdio` and `http` yes, `sse` no.
+    pub transports: BTreeMap<&'static str, bool>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -543,6 +610,7 @@ pub struct SessionView {
     pub warnings: Vec<String>,
     pub context: Vec<String>,
     pub error: Option<String>,
+    pub editor_mcp: EditorView,
 }
 
 #[derive(Message)]
@@ -614,8 +682,16 @@ impl Handler<GetView> for Composition {
                     restarts: st.map(|x| x.restarts).unwrap_or(0),
                     ignored_messages: st.map(|x| x.ignored_messages).unwrap_or(0),
                     switched_off: act.off.contains(&s.config.name),
+                    extension: if s.editor {
+                        crate::editor::EXTENSION
+                    } else {
+                        "mcp"
+                    },
+                    hidden: s.editor && !act.editor_enabled(),
                 });
-                context.extend(context_line(s, state, tools));
+                if !s.editor || act.editor_enabled() {
+                    context.extend(context_line(s, state, tools));
+                }
             }
             SessionView {
                 id: act.id.clone(),
@@ -625,6 +701,12 @@ impl Handler<GetView> for Composition {
                 warnings: act.warnings.clone(),
                 context,
                 error: act.last_error.clone(),
+                editor_mcp: EditorView {
+                    enabled: act.editor_enabled(),
+                    transports: [("stdio", true), ("http", true), ("sse", false)]
+                        .into_iter()
+                        .collect(),
+                },
             }
         }))
     }

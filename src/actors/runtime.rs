@@ -43,6 +43,8 @@ pub struct PreparedServer {
     pub warning: Option<String>,
     /// The catalogue came from the store; the connection dials in the background.
     pub saved: bool,
+    /// Supplied by the editor (`editor-mcp`): in memory only, its catalogue never saved.
+    pub editor: bool,
 }
 
 impl PreparedServer {
@@ -56,6 +58,7 @@ impl PreparedServer {
             state,
             warning: None,
             saved: false,
+            editor: crate::editor::is_editor_key(&config.name),
         }
     }
 
@@ -244,6 +247,8 @@ pub struct Prepare {
     pub reuse: Vec<PreparedServer>,
     /// Servers the session switched off: not tried.
     pub off: Vec<String>,
+    /// The session's editor-supplied servers (prepared whatever `enabled` says).
+    pub editor: Vec<crate::editor::EditorServer>,
 }
 
 impl Handler<Prepare> for Runtime {
@@ -255,6 +260,7 @@ impl Handler<Prepare> for Runtime {
             only: None,
             reuse: msg.reuse,
             off: msg.off,
+            editor: msg.editor,
         })
     }
 }
@@ -266,6 +272,7 @@ struct Ask {
     only: Option<Vec<String>>,
     reuse: Vec<PreparedServer>,
     off: Vec<String>,
+    editor: Vec<crate::editor::EditorServer>,
 }
 
 /// What preparation works with.
@@ -347,6 +354,7 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         only,
         reuse,
         off,
+        editor,
     } = ask;
     let (ext, creds) = read_settings(home).await?;
     let mcp = ext.mcp()?;
@@ -355,9 +363,19 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         tracing::warn!("{w}");
     }
     if !enabled {
+        let mut servers = Vec::new();
+        prepare_editor(
+            &registry,
+            &cctx,
+            editor,
+            &reuse,
+            &mut servers,
+            &mut warnings,
+        )
+        .await?;
         return Ok(Prepared {
             enabled,
-            servers: Vec::new(),
+            servers,
             warnings,
             retry_ms: mcp.retry_ms,
         });
@@ -484,6 +502,17 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             }
         }
     }
+    if only.is_none() {
+        prepare_editor(
+            &registry,
+            &cctx,
+            editor,
+            &reuse,
+            &mut servers,
+            &mut warnings,
+        )
+        .await?;
+    }
     servers.sort_by(|a, b| a.config.name.cmp(&b.config.name));
     Ok(Prepared {
         enabled,
@@ -491,6 +520,67 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         warnings,
         retry_ms: mcp.retry_ms,
     })
+}
+
+/// Prepare a session's editor-supplied servers: each kept when it did not change, else
+/// started and discovered in parallel; one that fails (or an `sse` one) is left out with a
+/// warning. Nothing is read from or written to the catalogue store, and a left-out editor
+/// server is not probed again (the editor's next list tries it again).
+async fn prepare_editor(
+    registry: &Addr<Registry>,
+    cctx: &ConnContext,
+    editor: Vec<crate::editor::EditorServer>,
+    reuse: &[PreparedServer],
+    servers: &mut Vec<PreparedServer>,
+    warnings: &mut Vec<String>,
+) -> Result<(), PrepareError> {
+    let mut pending = Vec::new();
+    for e in editor {
+        let r = match e.resolved {
+            Ok(r) => r,
+            Err((cfg, why)) => {
+                tracing::warn!("{why}");
+                warnings.push(why.clone());
+                servers.push(PreparedServer {
+                    warning: Some(why),
+                    ..PreparedServer::new(&cfg, "", ServerState::LeftOut)
+                });
+                continue;
+            }
+        };
+        if let Some(kept) = reuse
+            .iter()
+            .find(|p| p.config.name == r.config.name && p.reusable_for(&r.fingerprint))
+        {
+            servers.push(kept.clone());
+            continue;
+        }
+        let conn = registry
+            .send(StartConnection {
+                server: r.clone(),
+                ctx: cctx.clone(),
+            })
+            .await
+            .map_err(|e| PrepareError::Settings(format!("the registry is gone: {e}")))?;
+        pending.push(async move {
+            let res = conn.discover().await;
+            (r, conn, res)
+        });
+    }
+    for (r, conn, outcome) in futures_util::future::join_all(pending).await {
+        match outcome {
+            Ok(d) => servers.push(PreparedServer {
+                conn: Some(conn),
+                catalogue: Some(d.catalogue),
+                ..PreparedServer::new(&r.config, &r.fingerprint, ServerState::Connected)
+            }),
+            Err(e) => {
+                conn.close();
+                servers.push(left_out(&r, &e.to_string(), warnings));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The seed allows plain `http://` on trusted networks, but credentials sent that way to a
@@ -556,6 +646,7 @@ impl Handler<Probe> for Runtime {
             only: Some(msg.servers),
             reuse: Vec::new(),
             off: Vec::new(),
+            editor: Vec::new(),
         })
     }
 }

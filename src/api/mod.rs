@@ -304,6 +304,14 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
             resource("/sessions/{id}/extensions/mcp", "PUT")
                 .route(web::put().to(put_session_extension)),
         )
+        .service(
+            resource("/sessions/{id}/extensions/editor-mcp", "PUT")
+                .route(web::put().to(put_session_editor_extension)),
+        )
+        .service(
+            resource("/sessions/{id}/editor-mcp-servers", "PUT")
+                .route(web::put().to(put_editor_servers)),
+        )
         .service(resource("/sessions/{id}/tools", "GET").route(web::get().to(list_tools)))
         .service(resource("/sessions/{id}/tools/{name}", "GET").route(web::get().to(get_tool)))
         .service(resource("/sessions/{id}/activity", "POST").route(web::post().to(activity)))
@@ -364,6 +372,31 @@ async fn healthz() -> HttpResponse {
 struct CreateSession {
     #[serde(default)]
     extensions: HashMap<String, bool>,
+    /// ACP v1's `mcpServers`, as the editor sent it (the `editor-mcp` extension).
+    /// A `Value` so that a wrong shape is refused without quoting what was sent.
+    #[serde(default)]
+    editor_mcp_servers: Option<Value>,
+}
+
+/// Parse an editor's server list (ACP v1 `mcpServers`); a malformed entry is a 400 naming it.
+/// No value the editor sent is quoted (they may be secrets).
+fn editor_list(list: Option<&Value>) -> Result<Vec<crate::editor::EditorServer>, ApiError> {
+    let bad = |m: String| {
+        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_editor_server", m);
+        e.extra = Some(json!({"outcome": "not_run"}));
+        e
+    };
+    let list = match list {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            return Err(bad(
+                "editor_mcp_servers must be an array of ACP MCP servers".into(),
+            ))
+        }
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    crate::editor::parse_list(list, &env).map_err(bad)
 }
 
 async fn create_session(
@@ -371,6 +404,20 @@ async fn create_session(
     Optional(body): Optional<CreateSession>,
 ) -> Result<HttpResponse, ApiError> {
     let choice = body.extensions.get("mcp").copied();
+    let editor_choice = body.extensions.get(crate::editor::EXTENSION).copied();
+    let editor = editor_list(body.editor_mcp_servers.as_ref())?;
+    open_session(&state, None, choice, editor, editor_choice).await
+}
+
+/// Open a session (under `id`, when an editor resumes one the daemon does not know, after a
+/// restart) and prepare it; answers 201 with its view.
+async fn open_session(
+    state: &web::Data<AppState>,
+    id: Option<String>,
+    choice: Option<bool>,
+    editor: Vec<crate::editor::EditorServer>,
+    editor_choice: Option<bool>,
+) -> Result<HttpResponse, ApiError> {
     let open = state.sessions.read().map(|s| s.len()).unwrap_or(0);
     if open >= state.limits.max_sessions {
         return Err(ApiError::not_run(
@@ -382,10 +429,13 @@ async fn create_session(
         ));
     }
     let ext = settings::load_extensions(state.home.clone()).await?;
-    let n = state.next_session.fetch_add(1, Ordering::Relaxed);
-    let id = format!("s{n}-{:08x}", rand::random::<u32>());
+    let id = id.unwrap_or_else(|| {
+        let n = state.next_session.fetch_add(1, Ordering::Relaxed);
+        format!("s{n}-{:08x}", rand::random::<u32>())
+    });
     let (comp, shared, events) =
         Composition::new(id.clone(), state.runtime.clone(), choice, ext.mcp_enabled());
+    let comp = comp.with_editor(editor, editor_choice, ext.editor_mcp_enabled());
     let addr = comp.start();
     let handle = SessionHandle {
         addr: addr.clone(),
@@ -395,6 +445,14 @@ async fn create_session(
         last_active: Arc::new(AtomicU64::new(state.now_ms())),
     };
     if let Ok(mut s) = state.sessions.write() {
+        if s.contains_key(&id) {
+            addr.do_send(CloseSession);
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                "a session with this id is open",
+            ));
+        }
         s.insert(id.clone(), handle);
     }
     let r = addr.send(Reload::default()).await.map_err(mailbox)?;
@@ -451,6 +509,55 @@ async fn delete_session(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// `PUT /sessions/{id}/editor-mcp-servers` with ACP v1's `mcpServers` array: the session's
+/// whole list of editor-supplied servers (ACP `session/load` and `session/resume`). Servers
+/// that did not change keep their connections; the others are discovered again. An id the
+/// daemon does not know (it restarted) opens a session under that id with the list (201).
+async fn put_editor_servers(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    Strict(list): Strict<Value>,
+) -> Result<HttpResponse, ApiError> {
+    body::session_id(&path)?;
+    if list.is_null() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_editor_server",
+            "the body must be an array of ACP MCP servers ([] for none)",
+        ));
+    }
+    let editor = editor_list(Some(&list))?;
+    let known = state
+        .sessions
+        .read()
+        .ok()
+        .is_some_and(|s| s.contains_key(path.as_str()));
+    if !known {
+        return open_session(&state, Some(path.into_inner()), None, editor, None).await;
+    }
+    let s = session(&state, &path)?;
+    let reload = Reload {
+        editor: Some(editor),
+        ..Reload::default()
+    };
+    reload_then_view(&s, reload, "preparation_failed").await
+}
+
+/// `PUT /sessions/{id}/extensions/editor-mcp` `{"enabled": bool}`: the session's own choice
+/// for `editor-mcp` (its servers stay connected; their tools are shown or hidden).
+async fn put_session_editor_extension(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    Strict(body): Strict<settings::EnabledBody>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let reload = Reload {
+        editor_choice: Some(Some(body.enabled)),
+        ..Reload::default()
+    };
+    reload_then_view(&s, reload, "preparation_failed").await
+}
+
 async fn put_session_extension(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -462,6 +569,7 @@ async fn put_session_extension(
         default_enabled: None,
         reread: true,
         server: None,
+        ..Reload::default()
     };
     reload_then_view(&s, reload, "preparation_failed").await
 }

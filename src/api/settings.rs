@@ -391,6 +391,7 @@ pub async fn reload_sessions(
             default_enabled,
             reread: true,
             server: None,
+            ..Reload::default()
         })
     }))
     .await;
@@ -662,6 +663,7 @@ pub async fn put_extension(
             default_enabled: Some(on),
             reread: false,
             server: None,
+            ..Reload::default()
         })
     }))
     .await;

@@ -32,6 +32,7 @@ fn main() {
         Command::Ui { daemon, session } => {
             albedo_mcp::tui::run(daemon.as_deref(), session.as_deref())
         }
+        Command::Acp { daemon } => albedo_mcp::cli::acp::run(daemon.as_deref()),
         Command::Mcp(args) => albedo_mcp::cli::mcp::run(*args),
         Command::ConformanceClient { url } => albedo_mcp::cli::conformance::run(&url),
     };

@@ -827,6 +827,8 @@ fn given_map(
         .as_object()
         .ok_or_else(|| format!("`{field}` must be an object"))?;
     let mut out = Vec::new();
+    let mut m: Vec<_> = m.iter().collect();
+    m.sort_by(|a, b| a.0.cmp(b.0));
     for (k, v) in m {
         let text = match v {
             Value::String(s) => s.clone(),
@@ -1326,6 +1328,9 @@ pub fn plan(text: &str, file_name: &Path, taken: &[String]) -> Result<ImportPlan
     let mut patch_secrets = Map::new();
     let mut added = Vec::new();
     let mut skipped = Vec::new();
+    // By name, whatever order the file had (as before `serde_json`'s `preserve_order`).
+    let mut servers: Vec<_> = servers.iter().collect();
+    servers.sort_by(|a, b| a.0.cmp(b.0));
     for (original, def) in servers {
         let mut server_notes = Vec::new();
         let entry = match format {

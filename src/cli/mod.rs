@@ -4,6 +4,7 @@
 //! API token; see `client`) and never write its files, but for `token --rotate` with no
 //! daemon running, which writes the token file the daemon reads at start.
 
+pub mod acp;
 pub mod client;
 pub mod conformance;
 pub mod import;
@@ -71,6 +72,13 @@ pub enum Command {
     /// Print a one-time sign-in link to the web pane (good once, for a minute) and open it in
     /// a browser (unless ALBEDO_NO_BROWSER is set or there is none).
     Web {
+        /// The daemon (as for `status`).
+        #[arg(long)]
+        daemon: Option<String>,
+    },
+    /// Speak ACP v1 over stdio to an editor: each ACP session is a daemon session with the
+    /// editor's MCP servers (`editor-mcp`); this agent has no model and only serves tools.
+    Acp {
         /// The daemon (as for `status`).
         #[arg(long)]
         daemon: Option<String>,

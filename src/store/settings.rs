@@ -194,6 +194,16 @@ impl ExtensionsFile {
             .unwrap_or(false)
     }
 
+    /// The `editor-mcp` extension's default for every session (on unless
+    /// `"enabled": {"editor-mcp": false}`).
+    pub fn editor_mcp_enabled(&self) -> bool {
+        self.raw
+            .get("enabled")
+            .and_then(|e| e.get(crate::editor::EXTENSION))
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
     pub fn set_mcp_enabled(&mut self, on: bool) {
         let enabled = self
             .raw

@@ -80,7 +80,10 @@ pub fn render_list(v: &Value) -> String {
     let mut rows = vec![["NAME", "TYPE", "ENABLED", "STATE", "TOOLS", "TARGET"]
         .map(String::from)
         .to_vec()];
-    for (name, s) in servers.into_iter().flatten() {
+    // By name, whatever order the answer's object keeps.
+    let mut servers: Vec<_> = servers.into_iter().flatten().collect();
+    servers.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, s) in servers {
         let state = if s.get("problem").is_some() {
             "invalid".to_owned()
         } else {
@@ -108,7 +111,9 @@ pub(super) fn sourced_names(m: &Value) -> String {
     let Some(m) = m.as_object() else {
         return String::new();
     };
-    m.iter()
+    let mut m: Vec<_> = m.iter().collect();
+    m.sort_by(|a, b| a.0.cmp(b.0));
+    m.into_iter()
         .map(|(k, v)| {
             let from = if v.get("secret").is_some() {
                 "secret".to_owned()
