@@ -53,6 +53,9 @@ if [ -n "${ALBEDO_TEST_POSTGRES_URL:-}" ]; then
   export ALBEDO_TEST_REQUIRE_POSTGRES=1
 fi
 
+if ! command -v tmux >/dev/null && [ "${ALBEDO_TEST_REQUIRE_TMUX:-}" != 1 ]; then
+  skipped+=("the terminal form's tests (tests/tui.rs): no tmux on this machine; apt-get install -y tmux (.ci/run does)")
+fi
 if ! command -v chromium >/dev/null && [ "${ALBEDO_TEST_REQUIRE_BROWSER:-}" != 1 ]; then
   skipped+=("the browser test (tests/browser.rs): no chromium on this machine; apt-get install -y chromium (.ci/run does)")
 fi
