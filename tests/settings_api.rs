@@ -688,3 +688,35 @@ fn settings_events_say_when_to_read_the_settings_again() {
     assert_eq!(st, 200);
     assert_eq!(next_event(), "settings");
 }
+
+#[test]
+fn the_live_sessions_are_listed_without_counting_as_activity() {
+    let d = empty_daemon();
+    let (_, v) = d.get("/sessions");
+    assert_eq!(v["sessions"], json!([]), "{v}");
+    let (a, _) = d.session(json!({}));
+    let (b, _) = d.session(json!({"extensions": {"mcp": false}}));
+    let (st, v) = d.get("/sessions");
+    assert_eq!(st, 200, "{v}");
+    let ids: Vec<&str> = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&a.as_str()) && ids.contains(&b.as_str()),
+        "{v}"
+    );
+    let sb = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == b.as_str())
+        .unwrap();
+    assert_eq!(sb["follows_default"], false, "{v}");
+    assert!(sb["idle_secs"].is_u64(), "{v}");
+    assert_eq!(d.delete(&format!("/sessions/{a}")), 204);
+    let (_, v) = d.get("/sessions");
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 1, "{v}");
+}

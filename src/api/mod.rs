@@ -294,7 +294,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         .service(
             resource("/extensions/mcp/reload", "POST").route(web::post().to(settings::reload_all)),
         )
-        .service(resource("/sessions", "POST").route(web::post().to(create_session)))
+        .service(
+            resource("/sessions", "GET, POST")
+                .route(web::get().to(list_sessions))
+                .route(web::post().to(create_session)),
+        )
         .service(
             resource("/sessions/{id}", "GET, DELETE")
                 .route(web::get().to(get_session))
@@ -463,6 +467,34 @@ async fn open_session(
     }
     state.settings_changed("sessions", None, None);
     Ok(HttpResponse::Created().json(body))
+}
+
+/// `GET /sessions`: the live sessions, for clients that pick one (the terminal form's
+/// extensions view): each one's `id`, `generation`, its advertised `tools` and how long ago it
+/// showed activity. Read from the published snapshots: no session is asked, and reading is
+/// not activity.
+async fn list_sessions(state: web::Data<AppState>) -> HttpResponse {
+    let now = state.now_ms();
+    let mut list: Vec<Value> = state
+        .sessions
+        .read()
+        .map(|m| {
+            m.iter()
+                .map(|(id, h)| {
+                    let snap = h.shared.load();
+                    json!({
+                        "id": id,
+                        "generation": snap.table.generation,
+                        "tools": snap.table.tools.len(),
+                        "follows_default": h.follows_default,
+                        "idle_secs": now.saturating_sub(h.last_active.load(Ordering::Relaxed)) / 1000,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    list.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    HttpResponse::Ok().json(json!({ "sessions": list }))
 }
 
 /// The session named by a request; the request counts as its activity (idle limit).
