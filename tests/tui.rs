@@ -414,6 +414,30 @@ fn the_extensions_view_switches_mcp_for_every_session_and_for_one() {
     });
 }
 
+#[test]
+fn the_extensions_view_picks_a_live_session_without_session_given() {
+    if !have_tmux() {
+        return;
+    }
+    let d = Daemon::start(json!({"enabled": {"mcp": true},
+                                 "mcp": {"servers": {"everything": everything_stdio()}}}));
+    let (id, _) = d.session(json!({}));
+    let ui = Tui::start(&d.albedo_home(), Some(&d), &[]);
+    ui.wait_for("everything");
+    ui.keys(&["x"]);
+    ui.wait_for("s: pick a live session");
+    // s picks the one live session; enter changes it alone.
+    ui.keys(&["s"]);
+    ui.wait_for(&format!("session {id} only"));
+    ui.keys(&["Enter"]);
+    ui.wait_for(&format!("mcp switched off for session {id}"));
+    assert_eq!(d.get(&format!("/sessions/{id}")).1["enabled"], false);
+    assert_eq!(d.get("/extensions").1["mcp"]["enabled"], true);
+    // s again: past the last one, every session.
+    ui.keys(&["s"]);
+    ui.wait_for("scope: every session");
+}
+
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;

@@ -36,6 +36,8 @@ pub enum Req {
     Extensions,
     /// `GET /sessions/ID`.
     SessionView(String),
+    /// `GET /sessions`: the live sessions, to pick one for the extensions view.
+    Sessions,
     /// `PUT /extensions/mcp` (every session), or `PUT /sessions/ID/extensions/mcp`.
     SetMcp {
         session: Option<String>,
@@ -300,6 +302,8 @@ pub struct App {
     pub busy: Option<String>,
     /// `--session ID`: the session the extensions view can change alone.
     pub session: Option<String>,
+    /// `session` was picked from the live sessions (`s` moves to the next one).
+    pub picked: bool,
     /// The last `GET /extensions`, and `GET /sessions/ID`.
     pub extensions: Option<Value>,
     pub session_view: Option<Value>,
@@ -324,6 +328,7 @@ impl App {
             last_refresh: None,
             busy: None,
             session: None,
+            picked: false,
             extensions: None,
             session_view: None,
         }
@@ -465,19 +470,15 @@ impl App {
                 vec![]
             }
             Key::Char('s') => match &self.session {
-                Some(_) => {
+                Some(_) if !self.picked => {
                     self.mode = Mode::Extensions {
                         session_scope: !session_scope,
                     };
                     vec![]
                 }
-                None => {
-                    self.flash(
-                        "no session to change alone: start with albedo-mcp ui --session ID",
-                        true,
-                    );
-                    vec![]
-                }
+                // No `--session`: pick from the live sessions, one after the other, then back
+                // to every session.
+                _ => vec![Req::Sessions],
             },
             Key::Enter => {
                 let session = if session_scope {
@@ -888,6 +889,58 @@ impl App {
                     Err(f) => self.flash(f.text, true),
                 }
                 vec![]
+            }
+            Req::Sessions => {
+                let ids: Vec<String> = match a.result {
+                    Ok(v) => v["sessions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|s| s["id"].as_str().map(str::to_owned))
+                        .collect(),
+                    Err(f) => {
+                        self.flash(f.text, true);
+                        return vec![];
+                    }
+                };
+                // The one after the current pick; after the last, every session again.
+                let next = match (&self.session, self.picked) {
+                    (Some(cur), true) => ids
+                        .iter()
+                        .position(|i| i == cur)
+                        .and_then(|p| ids.get(p + 1)),
+                    _ => ids.first(),
+                }
+                .cloned();
+                match next {
+                    Some(id) => {
+                        self.flash(
+                            format!("scope: session {id} alone (s: the next one)"),
+                            false,
+                        );
+                        self.session = Some(id.clone());
+                        self.picked = true;
+                        self.session_view = None;
+                        self.mode = Mode::Extensions {
+                            session_scope: true,
+                        };
+                        vec![Req::SessionView(id)]
+                    }
+                    None => {
+                        if ids.is_empty() {
+                            self.flash("no live session to change alone", true);
+                        } else {
+                            self.flash("scope: every session", false);
+                        }
+                        self.session = None;
+                        self.picked = false;
+                        self.session_view = None;
+                        self.mode = Mode::Extensions {
+                            session_scope: false,
+                        };
+                        vec![]
+                    }
+                }
             }
             Req::SessionView(id) => {
                 match a.result {

@@ -126,6 +126,7 @@ fn spawn_req(c: Rc<DaemonClient>, req: Req, tx: mpsc::UnboundedSender<Answer>) {
             }
             Req::LoginCancel(n) => c.call(Method::DELETE, &login(n), None).await,
             Req::Extensions => c.call(Method::GET, "/extensions", None).await,
+            Req::Sessions => c.call(Method::GET, "/sessions", None).await,
             Req::SessionView(id) => {
                 c.call(Method::GET, &format!("/sessions/{}", seg(id)), None)
                     .await

@@ -382,6 +382,10 @@ fn draw_extensions(f: &mut Frame, app: &App, area: Rect, session_scope: bool) {
     let every = app.extensions.as_ref().map(|v| v["mcp"]["enabled"] == true);
     let mut lines = vec![];
     lines.push(match (&app.session, session_scope) {
+        (Some(id), true) if app.picked => Line::styled(
+            format!("enter changes: session {id} only (s: the next live session)"),
+            Style::new().bold(),
+        ),
         (Some(id), true) => Line::styled(
             format!("enter changes: session {id} only (s: every session)"),
             Style::new().bold(),
@@ -391,7 +395,7 @@ fn draw_extensions(f: &mut Frame, app: &App, area: Rect, session_scope: bool) {
             Style::new().bold(),
         ),
         (None, _) => Line::styled(
-            "enter changes: the default for every session (--session ID to change one)",
+            "enter changes: the default for every session (s: pick a live session)",
             Style::new().bold(),
         ),
     });
@@ -403,7 +407,7 @@ fn draw_extensions(f: &mut Frame, app: &App, area: Rect, session_scope: bool) {
     }
     lines.push(Line::from(mcp));
     lines.push(Line::from(
-        "  editor-mcp   (the servers an editor supplies: not provided by this daemon yet)".dim(),
+        "  editor-mcp   (the servers an editor supplies: switched per session by the editor; not from here)".dim(),
     ));
     f.render_widget(
         Paragraph::new(lines)
