@@ -504,9 +504,9 @@ fn bodies_are_json_only_and_bounded_and_parameters_are_checked() {
     // Unknown routes and methods: the documented JSON error.
     let a = tcp(&d, "GET", "/no/such/route", &[auth], b"");
     assert_eq!((a.status, a.code().as_str()), (404, "not_found"));
-    let a = tcp(&d, "GET", "/sessions", &[auth], b"");
+    let a = tcp(&d, "PUT", "/sessions", &[auth], b"");
     assert_eq!((a.status, a.code().as_str()), (405, "method_not_allowed"));
-    assert_eq!(a.header("allow"), Some("POST"));
+    assert_eq!(a.header("allow"), Some("GET, POST"));
     let a = tcp(&d, "PATCH", &format!("/sessions/{id}"), &[auth], b"");
     assert_eq!(a.status, 405);
     assert_eq!(a.header("allow"), Some("GET, DELETE"));
