@@ -1146,21 +1146,7 @@ fn a_busy_callback_port_means_an_ephemeral_one_and_the_sign_in_still_works() {
 fn a_server_whose_authorization_server_cannot_be_found_fails_to_start_a_sign_in() {
     // The Python SDK's bearer check (a static token): it answers 401 and publishes Protected
     // Resource Metadata naming an authorization server that serves no metadata.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("token"), "static-token-never-given").unwrap();
-    let token_file = dir.path().join("token").display().to_string();
-    let peer = HttpPeer::start_in(
-        dir,
-        &venv_python(),
-        &[
-            server_script("py_mcp_server.py"),
-            "--transport".into(),
-            "http".into(),
-            "--require-token-file".into(),
-            token_file,
-        ],
-        "http",
-    );
+    let peer = HttpPeer::py_with_token("static-token-never-given");
     let d = empty_daemon();
     let api = Api::new(&d);
     api.add("static", &peer.url);

@@ -159,21 +159,7 @@ fn a_server_that_cannot_start_is_refused_and_both_files_stay_byte_for_byte() {
 
 #[test]
 fn a_real_server_answering_401_is_kept_as_needing_a_sign_in_and_a_bearer_token_opens_it() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("token"), BEARER).unwrap();
-    let token_file = dir.path().join("token").display().to_string();
-    let peer = HttpPeer::start_in(
-        dir,
-        &venv_python(),
-        &[
-            server_script("py_mcp_server.py"),
-            "--transport".into(),
-            "http".into(),
-            "--require-token-file".into(),
-            token_file,
-        ],
-        "http",
-    );
+    let peer = HttpPeer::py_with_token(BEARER);
     let d = empty_daemon();
     let (st, v) = patch(
         &d,

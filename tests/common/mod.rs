@@ -329,6 +329,27 @@ impl HttpPeer {
         }
     }
 
+    /// The Python `mcp` server over HTTP behind the SDK's own bearer-token check
+    /// (`--require-token-file`): a request without `Authorization: Bearer <token>` gets 401.
+    pub fn py_with_token(token: &str) -> HttpPeer {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, token).unwrap();
+        let file = file.display().to_string();
+        Self::start_in(
+            dir,
+            &venv_python(),
+            &[
+                server_script("py_mcp_server.py"),
+                "--transport".into(),
+                "http".into(),
+                "--require-token-file".into(),
+                file,
+            ],
+            "http",
+        )
+    }
+
     /// server-everything in `streamableHttp` mode (it takes its port from `PORT`).
     pub fn everything() -> HttpPeer {
         let dir = tempfile::tempdir().unwrap();
