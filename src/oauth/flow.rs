@@ -20,7 +20,7 @@ use super::discovery::{self, Discovery};
 use super::fetch::{same_endpoint, shown_str, Fetcher, Reply};
 use super::pkce::{self, Pkce};
 use super::record::TokenRecord;
-use super::{now_secs, scope, server_text, OAuthError, Sensitive};
+use super::{identity, now_secs, scope, server_text, OAuthError, Sensitive};
 use serde_json::Value;
 use url::Url;
 
@@ -203,6 +203,8 @@ struct Granted {
     expires_in: Option<u64>,
     scope: Option<String>,
     token_type: String,
+    /// An OpenID Connect ID token, only read for the account (`identity`).
+    id_token: Option<Sensitive>,
 }
 
 fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
@@ -241,6 +243,10 @@ fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
         expires_in,
         scope: doc.get("scope").and_then(Value::as_str).map(str::to_owned),
         token_type: "Bearer".to_owned(),
+        id_token: doc
+            .get("id_token")
+            .and_then(Value::as_str)
+            .map(Sensitive::new),
     })
 }
 
@@ -295,6 +301,12 @@ pub async fn exchange(
     }
     let g = read_granted(&reply)?;
     let now = now_secs();
+    let account = identity::account(
+        g.id_token.as_ref().map(Sensitive::expose),
+        g.access_token.expose(),
+        &pending.issuer,
+        &pending.client.client_id,
+    );
     Ok(TokenRecord {
         server_url: pending.server_url.clone(),
         access_token: g.access_token,
@@ -307,6 +319,7 @@ pub async fn exchange(
         token_endpoint: pending.token_endpoint.clone(),
         client: pending.client.clone(),
         step_up: Vec::new(),
+        account,
     })
 }
 
@@ -355,12 +368,21 @@ pub async fn refresh(fetcher: &Fetcher, record: &TokenRecord) -> Result<TokenRec
     }
     let g = read_granted(&reply)?;
     let now = now_secs();
+    // A new ID token (or JWT access token) may name the account; else it stays as it was.
+    let account = identity::account(
+        g.id_token.as_ref().map(Sensitive::expose),
+        g.access_token.expose(),
+        &record.issuer,
+        &record.client.client_id,
+    )
+    .or_else(|| record.account.clone());
     Ok(TokenRecord {
         access_token: g.access_token,
         refresh_token: g.refresh_token.or_else(|| record.refresh_token.clone()),
         expires_at: g.expires_in.map(|s| now.saturating_add(s)),
         scope: g.scope.or_else(|| record.scope.clone()),
         token_type: g.token_type,
+        account,
         ..record.clone()
     })
 }
@@ -660,6 +682,7 @@ mod tests {
                 ..client()
             },
             step_up: Vec::new(),
+            account: None,
         }
     }
 

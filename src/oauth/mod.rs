@@ -47,6 +47,7 @@ pub mod client;
 pub mod discovery;
 mod fetch;
 pub mod flow;
+pub mod identity;
 pub mod pkce;
 pub mod record;
 pub mod scope;

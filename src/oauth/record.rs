@@ -1,5 +1,6 @@
 //! The token record of one server, as stored in `creds.json` under `mcp.<server>.oauth`: the
-//! server URL it belongs to (a record for another URL is never sent), the tokens, when the
+//! server URL it belongs to (a record for another URL is never sent), the tokens, the account
+//! they were granted for (when the answer said), when the
 //! access token expires, the scope, the issuer, the `resource`, the token endpoint (to refresh
 //! without discovering again), the client, and a pending step-up (scopes the next sign-in asks
 //! for after a 403 `insufficient_scope`).
@@ -38,6 +39,9 @@ pub struct TokenRecord {
     /// Scopes the next sign-in asks for (a 403 `insufficient_scope` was met).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_up: Vec<String>,
+    /// Who signed in, when the token endpoint said (`identity::account`); shown, never trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl std::fmt::Debug for TokenRecord {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for TokenRecord {
             .field("token_endpoint", &self.token_endpoint)
             .field("client", &self.client)
             .field("step_up", &self.step_up)
+            .field("account", &self.account)
             .finish()
     }
 }
@@ -119,6 +124,7 @@ mod tests {
                 source: ClientSource::Registered,
             },
             step_up: Vec::new(),
+            account: None,
         }
     }
 
