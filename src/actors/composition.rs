@@ -288,6 +288,8 @@ pub struct Reload {
     pub editor: Option<Vec<crate::editor::EditorServer>>,
     /// A new session choice for `editor-mcp`.
     pub editor_choice: Option<Option<bool>>,
+    /// A new daemon-wide default for `editor-mcp` (`PUT /extensions/editor-mcp`).
+    pub editor_default: Option<bool>,
 }
 
 impl Composition {
@@ -327,10 +329,15 @@ impl Handler<Reload> for Composition {
         let prev_default = self.default_enabled;
         let prev_off = self.off.clone();
         let prev_editor_choice = self.editor_choice;
+        let prev_editor_default = self.editor_default;
         let prev_editor = msg.editor.as_ref().map(|_| self.editor.clone());
         let was_enabled = self.enabled();
+        let was_editor = self.editor_enabled();
         if let Some(c) = msg.editor_choice {
             self.editor_choice = c;
+        }
+        if let Some(d) = msg.editor_default {
+            self.editor_default = d;
         }
         if let Some(list) = msg.editor.clone() {
             self.editor = list;
@@ -357,9 +364,10 @@ impl Handler<Reload> for Composition {
             && msg.server.is_none()
             && msg.editor.is_none()
             && msg.editor_choice.is_none()
-            && msg.default_enabled.is_some()
+            && (msg.default_enabled.is_some() || msg.editor_default.is_some())
             && !msg.reread
             && was_enabled == self.enabled()
+            && was_editor == self.editor_enabled()
             && self.current.is_some()
         {
             let g = self.generation;
@@ -413,6 +421,7 @@ impl Handler<Reload> for Composition {
                                 act.default_enabled = prev_default;
                                 act.off = prev_off;
                                 act.editor_choice = prev_editor_choice;
+                                act.editor_default = prev_editor_default;
                                 if let Some(e) = prev_editor {
                                     act.editor = e;
                                 }

@@ -292,6 +292,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         .service(resource("/extensions", "GET").route(web::get().to(settings::get_extensions)))
         .service(resource("/extensions/mcp", "PUT").route(web::put().to(settings::put_extension)))
         .service(
+            resource("/extensions/editor-mcp", "PUT")
+                .route(web::put().to(settings::put_editor_extension)),
+        )
+        .service(
             resource("/extensions/mcp/reload", "POST").route(web::post().to(settings::reload_all)),
         )
         .service(
