@@ -131,10 +131,14 @@ fn spawn_req(c: Rc<DaemonClient>, req: Req, tx: mpsc::UnboundedSender<Answer>) {
                 c.call(Method::GET, &format!("/sessions/{}", seg(id)), None)
                     .await
             }
-            Req::SetMcp { session, on } => {
+            Req::SetExtension {
+                extension,
+                session,
+                on,
+            } => {
                 let path = match session {
-                    Some(id) => format!("/sessions/{}/extensions/mcp", seg(id)),
-                    None => "/extensions/mcp".to_owned(),
+                    Some(id) => format!("/sessions/{}/extensions/{extension}", seg(id)),
+                    None => format!("/extensions/{extension}"),
                 };
                 c.call(Method::PUT, &path, Some(&json!({ "enabled": on })))
                     .await
