@@ -65,9 +65,6 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 #[test]
 fn editor_servers_work_stay_distinct_and_stay_in_memory() {
-    if !required("node") {
-        return;
-    }
     let ev = HttpPeer::everything();
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "everything": {"type": "stdio", "command": "node", "args": [everything_js()]}
@@ -121,7 +118,7 @@ fn editor_servers_work_stay_distinct_and_stay_in_memory() {
         assert!(text(&r).contains("hi"), "{name}: {r}");
     }
     // `server/tool` reaches an editor server too.
-    let (st, r) = d.call(&id, "editor:py_editor/add", json!({"a": 2, "b": 3}));
+    let (st, r) = d.call(&id, "editor:py_editor%2Fadd", json!({"a": 2, "b": 3}));
     assert_eq!(st, 200, "{r}");
     // The env entry reached the stdio server.
     let (st, r) = d.call(&id, "editor__py_editor__process_info", json!({}));

@@ -20,6 +20,9 @@ use tokio::sync::broadcast;
 pub struct Snapshot {
     pub table: ToolTable,
     pub conns: HashMap<String, ConnHandle>,
+    /// Servers of the set with no connection (left out, unavailable, needing a sign-in):
+    /// their state and the warning that says why.
+    pub left_out: HashMap<String, (ServerState, Option<String>)>,
 }
 
 /// The published snapshot, shared by the actor (which replaces it) and the API (which reads it).
@@ -149,12 +152,18 @@ impl Composition {
         let mut warnings = Vec::new();
         let mut tools = Vec::new();
         let mut conns = HashMap::new();
+        let mut left_out = HashMap::new();
         let editor_on = self.editor_enabled();
         if let Some(p) = &self.current {
             warnings.extend(p.warnings.iter().cloned());
             for s in &p.servers {
-                if let Some(c) = &s.conn {
-                    conns.insert(s.config.name.clone(), c.clone());
+                match &s.conn {
+                    Some(c) => {
+                        conns.insert(s.config.name.clone(), c.clone());
+                    }
+                    None => {
+                        left_out.insert(s.config.name.clone(), (s.state, s.warning.clone()));
+                    }
                 }
                 // Editor servers are discovered even when `editor-mcp` is off: hidden only.
                 if s.editor && !editor_on {
@@ -170,6 +179,7 @@ impl Composition {
         let snap = Snapshot {
             table: ToolTable::from_shared(self.generation, tools),
             conns,
+            left_out,
         };
         self.shared.store(snap);
     }

@@ -46,6 +46,9 @@ pub struct ConnContext {
     pub restart: RestartPolicy,
     /// The daemon's OAuth tokens (`None`: no sign-ins, as in tests of the actors alone).
     pub tokens: Option<super::tokens::TokenBook>,
+    /// Told the server's name whenever a connection's [`LinkState`] changes (the API turns it
+    /// into a `servers` event of `GET /settings/mcp/events`); `None`: nobody listens.
+    pub state_changes: Option<tokio::sync::broadcast::Sender<String>>,
 }
 
 impl ConnContext {
@@ -57,6 +60,7 @@ impl ConnContext {
             dials: DialLimit::new(DEFAULT_CONCURRENT_DIALS),
             restart: RestartPolicy::default(),
             tokens: None,
+            state_changes: None,
         }
     }
 }
@@ -197,7 +201,7 @@ pub enum CallTarget {
     GetPrompt { name: String, arguments: Value },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkState {
     Idle,
@@ -344,7 +348,7 @@ struct DialGuard<'a>(&'a Link, bool);
 impl Drop for DialGuard<'_> {
     fn drop(&mut self) {
         if self.1 {
-            *self.0.state.borrow_mut() = LinkState::Unavailable;
+            self.0.set_state(LinkState::Unavailable);
             self.0.dials.set(self.0.dials.get().wrapping_add(1));
             let e = HandshakeError::Timeout(self.0.startup_timeout());
             *self.0.last_error.borrow_mut() = Some(e.to_string());
@@ -392,6 +396,16 @@ impl Link {
         &self.server.config.name
     }
 
+    /// The link's state; a change is told to whoever follows them (`state_changes`).
+    fn set_state(&self, state: LinkState) {
+        let before = self.state.replace(state);
+        if before != state {
+            if let Some(tx) = &self.ctx.state_changes {
+                let _ = tx.send(self.name().to_owned());
+            }
+        }
+    }
+
     fn current(&self) -> Option<(McpClient, ServerHello)> {
         let g = self.client.borrow();
         match g.as_ref() {
@@ -433,7 +447,7 @@ impl Link {
             }
         }
         self.drop_client();
-        *self.state.borrow_mut() = LinkState::Connecting;
+        self.set_state(LinkState::Connecting);
         // A dial given up half-way (its caller timed out) leaves the link unavailable,
         // not "connecting" for ever.
         let mut unfinished = DialGuard(self, true);
@@ -446,17 +460,17 @@ impl Link {
         match dialled {
             Ok((c, h)) => {
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
-                *self.state.borrow_mut() = LinkState::Connected;
+                self.set_state(LinkState::Connected);
                 *self.last_error.borrow_mut() = None;
                 *self.last_dial_error.borrow_mut() = None;
                 Ok((c, h))
             }
             Err(e) => {
-                *self.state.borrow_mut() = if matches!(e, HandshakeError::NeedsAuth { .. }) {
+                self.set_state(if matches!(e, HandshakeError::NeedsAuth { .. }) {
                     LinkState::NeedsSignIn
                 } else {
                     LinkState::Unavailable
-                };
+                });
                 *self.last_error.borrow_mut() = Some(self.redact.clean(&e.to_string()));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
@@ -1010,7 +1024,7 @@ impl Connection {
         self.link.drop_client();
         let (tx, _rx) = mpsc::unbounded_channel();
         self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
-        *self.link.state.borrow_mut() = LinkState::Closed;
+        self.link.set_state(LinkState::Closed);
     }
 
     /// Run a background discovery, at most one at a time; a change reported meanwhile runs it
@@ -1116,7 +1130,7 @@ impl StreamHandler<ClientEvent> for Connection {
                 let connected = *self.link.state.borrow() == LinkState::Connected;
                 if connected && self.link.current().is_none() {
                     *self.link.last_error.borrow_mut() = Some(reason);
-                    *self.link.state.borrow_mut() = LinkState::Idle;
+                    self.link.set_state(LinkState::Idle);
                 }
             }
         }

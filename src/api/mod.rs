@@ -908,8 +908,8 @@ async fn events(
 pub type SharedState = Arc<AppState>;
 
 /// One line of `GET /settings/mcp/events`: `kind` is `settings` (saved, reloaded, the
-/// extension's default), `sign_in` (a sign-in's progress: `server`, `state`), or `sessions`
-/// (one opened or closed). Clients read `GET /settings/mcp` again when they hear one.
+/// extension's default), `sign_in` (a sign-in's progress: `server`, `state`), `sessions`
+/// (one opened or closed), or `servers` (a connection to `server` changed state). Clients read `GET /settings/mcp` again when they hear one.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SettingsEvent {
     pub kind: &'static str,
@@ -932,6 +932,44 @@ impl AppState {
             server,
             state,
         });
+    }
+}
+
+/// Follow the connections' state changes for the daemon's life: each becomes a `servers`
+/// event (`server`: its name) of `GET /settings/mcp/events`, so that a client shows a server
+/// connecting, failing or closing without polling. Changes that queued up while one was told
+/// are told once per server (a session opening with 20 servers is not 40 events per
+/// listener); missed ones (the channel lagged) are one `servers` event naming none: read all.
+pub async fn follow_link_states(
+    state: web::Data<AppState>,
+    mut changes: broadcast::Receiver<String>,
+) {
+    loop {
+        let first = match changes.recv().await {
+            Ok(name) => Some(name),
+            Err(broadcast::error::RecvError::Lagged(_)) => None,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let mut names: Vec<Option<String>> = vec![first];
+        loop {
+            match changes.try_recv() {
+                Ok(n) => {
+                    let n = Some(n);
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => names.push(None),
+                Err(_) => break,
+            }
+        }
+        if names.contains(&None) {
+            state.settings_changed("servers", None, None);
+        } else {
+            for n in names {
+                state.settings_changed("servers", n, None);
+            }
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use super::body::{Optional, Strict};
 use super::{ApiError, AppState, SessionHandle};
 use crate::actors::composition::Reload;
 use crate::actors::connection::LinkState;
+use crate::actors::runtime::ServerState;
 use crate::actors::strict::{SavedTools, TryOutcome, TryServers};
 use crate::advertise::ToolKind;
 use crate::store::edit::{self, PatchError};
@@ -241,6 +242,20 @@ async fn status_of(
     }
     if let Some(v) = best {
         return v;
+    }
+    // A session left it out: why.
+    let left_out = sessions
+        .iter()
+        .find_map(|s| s.shared.load().left_out.get(name).cloned());
+    if let Some((st, warning)) = left_out {
+        let state = match st {
+            ServerState::NeedsSignIn => Some("needs_sign_in"),
+            ServerState::LeftOut | ServerState::Unavailable => Some("unavailable"),
+            _ => None,
+        };
+        if let Some(state) = state {
+            return json!({"state": state, "era": null, "protocol_version": null, "tools": null, "last_error": warning});
+        }
     }
     let tried = state
         .tried

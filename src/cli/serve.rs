@@ -167,6 +167,8 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         );
         ctx.dials = crate::actors::connection::DialLimit::new(cfg.max_concurrent_dials);
         ctx.tokens = Some(tokens.clone());
+        let (link_states, link_state_events) = tokio::sync::broadcast::channel(1024);
+        ctx.state_changes = Some(link_states);
         let signins = crate::actors::signin::SignIns::new(home.clone(), tokens.clone());
         let sign_in_events = signins.events().subscribe();
         let signins = signins.start();
@@ -187,6 +189,7 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         let state = web::Data::new(app_state);
         actix_rt::spawn(api::sweep_idle_sessions(state.clone()));
         actix_rt::spawn(api::auth::follow_sign_ins(state.clone(), sign_in_events));
+        actix_rt::spawn(api::follow_link_states(state.clone(), link_state_events));
         let trust = web::Data::new(api::trust::Trust::new(
             &token,
             home.clone(),

@@ -6,8 +6,9 @@ use crate::cli::mcp::render::target;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
-/// How often the list is asked for again when the daemon said nothing: settings changes and
-/// sign-ins come from `GET /settings/mcp/events` at once; connection states have no event.
+/// How often the list is asked for again while no daemon answers (to find it again). While
+/// one answers, the list is read when `GET /settings/mcp/events` says something changed:
+/// settings, sign-ins, sessions, connection states.
 pub const REFRESH: Duration = Duration::from_secs(10);
 /// How often a sign-in in flight is asked for.
 pub const LOGIN_POLL: Duration = Duration::from_millis(500);
@@ -379,7 +380,12 @@ impl App {
     /// What is due on a tick: a refresh, a sign-in poll.
     pub fn tick(&mut self, now: Instant) -> Vec<Req> {
         let mut out = Vec::new();
-        let due = self.last_refresh.is_none_or(|t| now >= t + REFRESH);
+        // Live from the daemon's events (connection states included); read on a timer only
+        // while no daemon answers, to find it again.
+        let due = match self.last_refresh {
+            None => true,
+            Some(t) => self.unreachable.is_some() && now >= t + REFRESH,
+        };
         if due && !self.refreshing {
             self.refreshing = true;
             out.push(Req::Refresh);
