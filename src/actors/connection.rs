@@ -1236,7 +1236,7 @@ impl Handler<GetStatus> for Connection {
         self.shared.trip(PanicPoint::Status);
         let current = self.link.current();
         let pv: Option<ProtocolVersion> = current.as_ref().map(|(_, h)| h.protocol.clone());
-        let mut state = self.link.state.borrow().clone();
+        let mut state = *self.link.state.borrow();
         if current.is_none() && state == LinkState::Connected {
             state = LinkState::Idle;
         }
