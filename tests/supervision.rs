@@ -193,7 +193,7 @@ async fn a_connection_that_panics_again_and_again_is_backed_off_then_failed() {
     assert!(e.to_string().contains("panicked 4 times"), "{e}");
     let st = conn.status().await;
     assert_eq!(
-        serde_json::to_value(&st.state).unwrap(),
+        serde_json::to_value(st.state).unwrap(),
         "failed",
         "{:?}",
         st.last_error
