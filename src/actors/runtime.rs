@@ -324,7 +324,7 @@ pub async fn save_catalogue(
         return Ok(());
     };
     let (server, fp) = (server.to_owned(), fingerprint.to_owned());
-    let r = tokio::task::spawn_blocking(move || store.put(&server, &fp, &catalogue)).await;
+    let r = tokio::task::spawn_blocking(move || store.put_shared(&server, &fp, &catalogue)).await;
     match r {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e @ crate::store::catalogue::StoreError::TooLarge { .. })) => {
