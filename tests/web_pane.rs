@@ -132,6 +132,17 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     assert_eq!(r["steps"]["typo_listed"], false, "{r}");
     assert_eq!(r["steps"]["typo_closed"], true, "{r}");
 
+    // Bad input: the 400 names the field, which is marked invalid and focused.
+    assert!(
+        s(&r, "bad_error").starts_with("Not saved (secrets.bad.header.name): "),
+        "{r}"
+    );
+    assert_eq!(s(&r, "bad_focus"), "f-header-name", "{r}");
+    assert_eq!(s(&r, "bad_invalid"), "true", "{r}");
+    assert_eq!(r["steps"]["bad_form_open"], true, "{r}");
+    assert_eq!(s(&r, "bad_closed_focus"), "add-server", "{r}");
+    assert_eq!(r["steps"]["bad_listed"], false, "{r}");
+
     // The HTTP server with a bearer token and a header; edited: the blank token kept (it
     // still connects: the server refuses requests without it), the header removed with `-`.
     assert!(s(&r, "pyt_saved").starts_with("saved pyt: "), "{r}");

@@ -272,7 +272,13 @@ function follow() {
     es.addEventListener(kind, heard);
   }
   es.onopen = () => { $("live").textContent = "live"; refreshSoon(); };
-  es.onerror = () => { $("live").textContent = "reconnecting to the daemon's events…"; };
+  es.onerror = () => {
+    // The browser tries again by itself, unless the daemon refused the stream (this page's
+    // sign-in ended: the daemon restarted or its token was rotated).
+    $("live").textContent = es.readyState === EventSource.CLOSED
+      ? "not following the daemon any more: run `albedo-mcp web` for a new link"
+      : "reconnecting to the daemon's events…";
+  };
 }
 
 // ---- the form ----------------------------------------------------------------------------
@@ -575,7 +581,7 @@ function renderSignIns() {
         " (in case the new tab was blocked or closed)"));
       const id = `paste-${name}`;
       const input = el("input", { id, type: "text", inputmode: "url", autocomplete: "off", spellcheck: "false", class: "paste",
-        "data-key": `paste:${name}`, placeholder: "http://127.0.0.1:33418/callback?code=…" });
+        "data-key": `paste:${name}`, placeholder: `${login.redirect_uri || "http://127.0.0.1:33418/callback"}?code=…` });
       input.value = pasted[name] || "";
       input.addEventListener("input", () => { pasted[name] = input.value; });
       input.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); pasteCallback(name); } });

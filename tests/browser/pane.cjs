@@ -175,6 +175,22 @@ function creds(home) {
     await page.keyboard.press("Escape");
     out.steps.typo_closed = await page.$eval("#server-form", (e) => e.hidden);
 
+    step = "bad input: the 400 names the field, which is marked";
+    await click("#add-server");
+    await page.type("#f-url", cfg.token_url);
+    await page.waitForFunction(() => document.getElementById("f-name").value !== "", { timeout: 20000 });
+    await typeInto("#f-name", "bad");
+    await page.type("#f-header-name", "Mcp-Session-Id");
+    await page.type("#f-header-value", "any-value");
+    await click("#save");
+    out.steps.bad_error = await waitText("#form-error", (t) => t && t.length > 0, "the 400 is shown");
+    out.steps.bad_focus = await focused();
+    out.steps.bad_invalid = await page.$eval("#f-header-name", (e) => e.getAttribute("aria-invalid"));
+    out.steps.bad_form_open = await page.$eval("#server-form", (e) => !e.hidden);
+    await click("#form-cancel");
+    out.steps.bad_closed_focus = await focused();
+    out.steps.bad_listed = (await page.$(card("bad"))) !== null;
+
     step = "add an HTTP server with a bearer token and a header";
     await click("#add-server");
     await page.type("#f-url", cfg.token_url);
