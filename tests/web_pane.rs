@@ -64,6 +64,8 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
         "fastmcp_url": oauth.url,
         "secrets": {"env": ENV_SECRET, "bearer": BEARER, "header": HEADER_SECRET},
         "artefacts": art,
+        "api": d.base,
+        "api_token": d.token(),
     });
     let r = drive(&t, "pane.cjs", &cfg);
     eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
@@ -210,9 +212,10 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     assert_eq!(r["steps"]["signed_in_buttons"], json!(["Sign out"]), "{r}");
     assert!(
         s(&r, "tab_url").starts_with("http://127.0.0.1:")
-            && s(&r, "tab_url").contains("/callback?"),
+            && s(&r, "tab_url").ends_with("/callback"),
         "{r}"
     );
+    assert_eq!(r["steps"]["tab_params"], json!(["code", "state"]), "{r}");
     assert_eq!(s(&r, "tab_opener"), "none", "{r}");
     assert!(s(&r, "fm_card_signed_in").starts_with("signed in"), "{r}");
     // Signed out.
@@ -247,6 +250,16 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     assert!(s(&r, "pasted").starts_with("signed in"), "{r}");
     let v = d.get("/settings/mcp").1;
     assert_eq!(v["servers"]["fm"]["auth"]["state"], "signed_in", "{v}");
+
+    // A change made elsewhere (the API, with the token) shows without a reload.
+    assert_eq!(r["steps"]["elsewhere_status"], 200, "{r}");
+    assert_eq!(s(&r, "elsewhere"), "disabled", "{r}");
+    assert_eq!(
+        r["steps"]["elsewhere_buttons"],
+        json!(["Edit", "Re-enable", "Delete"]),
+        "{r}"
+    );
+    assert_eq!(r["steps"]["not_reloaded"], true, "{r}");
 
     // Labels, names, live regions; masked inputs empty.
     assert_eq!(r["steps"]["unlabelled"], json!([]), "{r}");
@@ -290,7 +303,7 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     }
 
     // No secret came back to the page: not the env value, the bearer token, the header
-    // value, nor the OAuth tokens and client of creds.json.
+    // value, the OAuth tokens of creds.json, nor the daemon's API token.
     let creds: Value =
         serde_json::from_str(&std::fs::read_to_string(d.albedo_home().join("creds.json")).unwrap())
             .unwrap();
@@ -298,6 +311,7 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
         ENV_SECRET.to_owned(),
         BEARER.to_owned(),
         HEADER_SECRET.to_owned(),
+        d.token(),
     ];
     strings(&creds["mcp"]["fm"]["oauth"]["access_token"], &mut secrets);
     strings(&creds["mcp"]["fm"]["oauth"]["refresh_token"], &mut secrets);

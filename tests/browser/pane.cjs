@@ -3,8 +3,10 @@
 // Run with Node 22 and NODE_PATH=.peers/browser/node_modules:
 //   node pane.cjs '<json config>'   -> prints one JSON line with what the page showed
 // Config: {chromium, link, home, everything_js, token_url, token, fastmcp_url, secrets: {env,
-// bearer, header}, artefacts}. `home` is the daemon's ALBEDO_HOME: the driver reads the two
-// settings files (never writes them) to report their bytes around a refused save.
+// bearer, header}, artefacts, api, api_token} (`api`, `api_token`: the daemon's address and
+// token, for a change made elsewhere than in the page). `home` is the daemon's ALBEDO_HOME:
+// the driver reads the two settings files (never writes them) to report their bytes around a
+// refused save.
 // Every response the pane received is appended to ARTEFACTS/pane-responses.txt, for the test
 // to look for secrets in; screenshots go to ARTEFACTS/pane-*.png.
 "use strict";
@@ -271,7 +273,10 @@ function creds(home) {
     out.steps.signed_in_buttons = await page.$$eval(`${signin("fm")} button`, (b) => b.map((x) => x.textContent));
     const tab = await target.page();
     if (tab) {
-      out.steps.tab_url = tab.url();
+      // Where the tab ended (its code is not reported).
+      const ended = new URL(tab.url());
+      out.steps.tab_url = `${ended.origin}${ended.pathname}`;
+      out.steps.tab_params = [...ended.searchParams.keys()].sort();
       out.steps.tab_text = await tab.evaluate(() => document.body ? document.body.innerText : "").catch((e) => `unreadable: ${e.message}`);
       out.steps.tab_opener = await tab.evaluate(() => window.opener === null ? "none" : "some").catch((e) => `unreadable: ${e.message}`);
       await tab.close();
@@ -325,6 +330,18 @@ function creds(home) {
     await page.keyboard.press("Enter");
     out.steps.pasted = await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signed in"), "signed in with the pasted URL", 60000);
     out.steps.fm_connected = await waitText(card("fm"), (t) => t && t.includes("signed in"), "the list says signed in");
+
+    step = "a change made elsewhere shows without a reload";
+    await page.evaluate(() => { window.notReloaded = true; });
+    const elsewhere = await fetch(`${cfg.api}/settings/mcp`, {
+      method: "PATCH",
+      headers: { Authorization: `Bearer ${cfg.api_token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ servers: { pyt: { enabled: false } } }),
+    });
+    out.steps.elsewhere_status = elsewhere.status;
+    out.steps.elsewhere = await waitText(`${card("pyt")} .state dd`, (t) => t === "disabled", "the change made elsewhere shows");
+    out.steps.elsewhere_buttons = await page.$$eval(`${card("pyt")} button`, (b) => b.map((x) => x.textContent));
+    out.steps.not_reloaded = await page.evaluate(() => window.notReloaded === true);
 
     step = "accessibility";
     out.steps.unlabelled = await page.evaluate(() => [...document.querySelectorAll("input, select, textarea")]
