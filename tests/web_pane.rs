@@ -30,16 +30,6 @@ fn s<'a>(r: &'a Value, k: &str) -> &'a str {
     r["steps"][k].as_str().unwrap_or("")
 }
 
-/// Every string value under `v` (the tokens of a creds.json record).
-fn strings(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) if s.len() >= 12 => out.push(s.clone()),
-        Value::Object(m) => m.values().for_each(|x| strings(x, out)),
-        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
-        _ => {}
-    }
-}
-
 #[test]
 fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     let Some(t) = tools() else { return };
@@ -248,8 +238,6 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     assert!(s(&r, "forged").contains("refused"), "{r}");
     assert!(s(&r, "forged_state").starts_with("signing in"), "{r}");
     assert!(s(&r, "pasted").starts_with("signed in"), "{r}");
-    let v = d.get("/settings/mcp").1;
-    assert_eq!(v["servers"]["fm"]["auth"]["state"], "signed_in", "{v}");
 
     // A change made elsewhere (the API, with the token) shows without a reload.
     assert_eq!(r["steps"]["elsewhere_status"], 200, "{r}");
@@ -281,13 +269,20 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
             .all(|v| v == ""),
         "{r}"
     );
-    // A phone-sized window: nothing wider than the screen.
+    // A phone-sized window: nothing wider than the screen, a sign-in in flight included
+    // (signed out first, then cancelled: the daemon says so).
+    let v = d.get("/settings/mcp").1;
+    assert_eq!(v["servers"]["fm"]["auth"]["state"], "signed_out", "{v}");
     assert!(
         r["steps"]["phone_overflow"].as_i64().unwrap_or(1) <= 0,
         "{r}"
     );
     assert!(
         r["steps"]["phone_form_overflow"].as_i64().unwrap_or(1) <= 0,
+        "{r}"
+    );
+    assert!(
+        r["steps"]["phone_signin_overflow"].as_i64().unwrap_or(1) <= 0,
         "{r}"
     );
     for f in [
@@ -297,25 +292,31 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
         "pane-desktop-pending.png",
         "pane-phone.png",
         "pane-phone-form.png",
+        "pane-phone-signin.png",
     ] {
         let len = std::fs::metadata(art.join(f)).map(|m| m.len()).unwrap_or(0);
         assert!(len > 1000, "no screenshot {f}");
     }
 
     // No secret came back to the page: not the env value, the bearer token, the header
-    // value, the OAuth tokens of creds.json, nor the daemon's API token.
-    let creds: Value =
-        serde_json::from_str(&std::fs::read_to_string(d.albedo_home().join("creds.json")).unwrap())
-            .unwrap();
+    // value, any token the OAuth server granted (both sign-ins'), nor the daemon's API token.
+    let granted: Vec<String> = std::fs::read_to_string(oauth.file("issued.txt"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        granted.len() >= 4,
+        "two sign-ins, two tokens each: {granted:?}"
+    );
     let mut secrets = vec![
         ENV_SECRET.to_owned(),
         BEARER.to_owned(),
         HEADER_SECRET.to_owned(),
         d.token(),
     ];
-    strings(&creds["mcp"]["fm"]["oauth"]["access_token"], &mut secrets);
-    strings(&creds["mcp"]["fm"]["oauth"]["refresh_token"], &mut secrets);
-    assert!(secrets.len() >= 4, "no token in {creds}");
+    secrets.extend(granted);
     let seen = std::fs::read_to_string(art.join("pane-responses.txt")).unwrap();
     assert!(seen.contains("/settings/mcp"), "no response recorded");
     for sec in &secrets {

@@ -365,6 +365,18 @@ function creds(home) {
     await page.$eval("#server-form", (f) => f.scrollIntoView());
     out.shots.push(await shot("phone-form"));
     await page.keyboard.press("Escape");
+    // A sign-in in flight (its link and paste field) on the phone; then cancelled. (The page
+    // was loaded again for the mobile viewport: the tab is blocked again.)
+    await page.evaluate(() => { window.open = () => null; });
+    await click(`${signin("fm")} [data-key="signout:fm"]`);
+    await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signed out"), "signed out on the phone");
+    await click(`${signin("fm")} [data-key="signin:fm"]`);
+    await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signing in"), "pending on the phone");
+    out.steps.phone_signin_overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    await page.$eval(signin("fm"), (e) => e.scrollIntoView());
+    out.shots.push(await shot("phone-signin"));
+    await click(`${signin("fm")} [data-key="cancel:fm"]`);
+    await waitText(`${signin("fm")} .signin-state`, (t) => t && t.includes("cancelled"), "cancelled on the phone");
     await page.setViewport(DESKTOP);
     out.steps.page_html_has_secret = await page.evaluate((s) => {
       const html = document.documentElement.outerHTML;
