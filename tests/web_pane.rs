@@ -223,7 +223,14 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     );
     assert_eq!(link["target"], "_blank", "{r}");
     assert_eq!(link["rel"], "noopener noreferrer", "{r}");
+    assert_eq!(s(&r, "before_keyboard_signin"), "signin:fm", "{r}");
     assert_eq!(s(&r, "pending_focus"), "link:fm", "{r}");
+    assert_eq!(
+        r["steps"]["signin_tab_order"],
+        json!(["paste-fm", "use:fm", "cancel:fm"]),
+        "{r}"
+    );
+    assert_eq!(s(&r, "cancelled_focus"), "signin:fm", "{r}");
     assert_eq!(
         r["steps"]["pending_buttons"],
         json!(["Use this address", "Cancel"]),

@@ -310,6 +310,10 @@ function clearErrors() {
 }
 
 function openForm(mode, name) {
+  if (mode === "edit" && !(settings && settings.servers && settings.servers[name])) {
+    show($("list-status"), `${name} is not configured any more`, true);
+    return;
+  }
   const f = $("server-form");
   clearErrors();
   $("env-rows").replaceChildren();

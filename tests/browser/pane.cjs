@@ -291,16 +291,25 @@ function creds(home) {
 
     step = "a blocked tab, then cancel";
     // The browser refuses the new tab (a popup blocker): the page keeps the link instead.
+    // By the keyboard: the focus is on Sign in since the sign-out.
     await page.evaluate(() => { window.open = () => null; });
-    await click(`${signin("fm")} [data-key="signin:fm"]`);
+    out.steps.before_keyboard_signin = await focused();
+    await page.keyboard.press("Enter");
     out.steps.pending = await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signing in"), "pending");
     out.steps.blocked_status = await text("#signin-status");
     out.steps.link = await page.$eval(`${signin("fm")} a.auth-link`, (a) => ({ href: a.href, target: a.target, rel: a.rel, text: a.textContent }));
     out.steps.pending_focus = await focused();
     out.steps.pending_buttons = await page.$$eval(`${signin("fm")} button`, (b) => b.map((x) => x.textContent));
     out.shots.push(await shot("desktop-pending"));
-    await click(`${signin("fm")} [data-key="cancel:fm"]`);
+    const signinOrder = [];
+    for (let i = 0; i < 3; i++) {
+      await page.keyboard.press("Tab");
+      signinOrder.push(await focused());
+    }
+    out.steps.signin_tab_order = signinOrder;
+    await page.keyboard.press("Enter"); // Cancel
     out.steps.cancelled = await waitText(`${signin("fm")} .signin-state`, (t) => t && t.includes("cancelled"), "cancelled");
+    out.steps.cancelled_focus = await focused();
     out.steps.cancelled_buttons = await page.$$eval(`${signin("fm")} button`, (b) => b.map((x) => x.textContent));
 
     step = "sign in with a pasted callback URL";
