@@ -265,9 +265,10 @@ function creds(home) {
     out.steps.fm_signin = await waitText(signin("fm"), (t) => t && t.includes("needs a sign-in"), "fm asks for a sign-in");
 
     step = "sign in through the new tab";
-    const tabs = new Promise((resolve) => browser.once("targetcreated", resolve));
+    const targetsBefore = new Set(browser.targets());
     await click(`${signin("fm")} [data-key="signin:fm"]`);
-    const target = await tabs;
+    // The new tab: a page target that was not there before the click.
+    const target = await browser.waitForTarget((t) => t.type() === "page" && !targetsBefore.has(t), { timeout: 20000 });
     out.steps.signin_status = await waitText("#signin-status", (t) => t && t.includes("fm:"), "the sign-in started");
     out.steps.signed_in = await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signed in"), "signed in through the tab", 60000);
     out.steps.signed_in_buttons = await page.$$eval(`${signin("fm")} button`, (b) => b.map((x) => x.textContent));
