@@ -12,7 +12,7 @@
 //! Owns: one server's client and its link state. Must not touch: the API, the store, other
 //! connections.
 
-use crate::client::discovery::{self, check_complete, DiscoveryError};
+use crate::client::discovery::{self, check_complete_head, DiscoveryError};
 use crate::client::handshake::{self, HandshakeError, ServerHello};
 use crate::client::{ClientEvent, McpClient, RpcError};
 use crate::protocol::era::ProtocolVersion;
@@ -20,6 +20,7 @@ use crate::protocol::headers::ParamHeader;
 use crate::protocol::model::Catalogue;
 use crate::protocol::text::Redactor;
 use crate::protocol::ErrorObject;
+use crate::protocol::ResultText;
 use crate::store::settings::{ResolvedServer, ResolvedTransport, TransportConfig};
 use crate::transport::stdio::{StdioSpec, StdioTransport};
 use crate::transport::{SharedTransport, TransportError, TransportKind};
@@ -674,14 +675,14 @@ impl Link {
 
     /// A call; every error that leaves is cleaned of the server's secrets and control
     /// characters (a server may echo a secret it was sent in its error).
-    async fn call(self: Rc<Self>, target: CallTarget) -> Result<Value, CallError> {
+    async fn call(self: Rc<Self>, target: CallTarget) -> Result<ResultText, CallError> {
         let redact = self.redact.clone();
         self.call_raw(target)
             .await
             .map_err(|e| clean_call_error(e, &redact))
     }
 
-    async fn call_raw(self: Rc<Self>, target: CallTarget) -> Result<Value, CallError> {
+    async fn call_raw(self: Rc<Self>, target: CallTarget) -> Result<ResultText, CallError> {
         let server = self.name().to_owned();
         let dial = tokio::time::timeout(self.startup_timeout(), self.client()).await;
         let (client, _) = match dial {
@@ -748,8 +749,9 @@ impl Link {
                 ("prompts/get", named(name, arguments), vec![])
             }
         };
+        // The answer stays the server's text (`ResultText`): it is passed on, not parsed.
         let mut r = client
-            .request_with(method, Some(params.clone()), self.call_timeout(), &hdrs)
+            .request_text_with(method, Some(&params), self.call_timeout(), &hdrs)
             .await;
         // Refused before it ran (401/403): with a stored sign-in, a 401 refreshes the token
         // once and the request is sent again (it did not run); a 403 `insufficient_scope`
@@ -773,7 +775,7 @@ impl Link {
             match outcome {
                 Ok(()) => {
                     r = client
-                        .request_with(method, Some(params), self.call_timeout(), &hdrs)
+                        .request_text_with(method, Some(&params), self.call_timeout(), &hdrs)
                         .await;
                 }
                 Err(why) => {
@@ -795,7 +797,7 @@ impl Link {
         }
         match r {
             Ok(v) => {
-                check_complete(&v).map_err(|e| CallError::Invalid {
+                check_complete_head(v.head()).map_err(|e| CallError::Invalid {
                     server: server.clone(),
                     reason: e.to_string(),
                 })?;
@@ -1202,11 +1204,11 @@ impl Handler<Watch> for Connection {
 
 /// One request on behalf of the model: a tool call, a resource read or a prompt.
 #[derive(Message)]
-#[rtype(result = "Result<Value, CallError>")]
+#[rtype(result = "Result<ResultText, CallError>")]
 pub struct Call(pub CallTarget);
 
 impl Handler<Call> for Connection {
-    type Result = ResponseActFuture<Self, Result<Value, CallError>>;
+    type Result = ResponseActFuture<Self, Result<ResultText, CallError>>;
 
     fn handle(&mut self, msg: Call, _ctx: &mut Self::Context) -> Self::Result {
         if self.shared.is_closed() {

@@ -19,6 +19,7 @@ use crate::actors::composition::{
 use crate::actors::connection::{CallError, CallTarget};
 use crate::actors::runtime::Runtime;
 use crate::advertise::ToolKind;
+use crate::protocol::ResultText;
 use actix::prelude::*;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
@@ -800,13 +801,64 @@ async fn call_tool(
     })?;
     drop(snap);
     match conn.call(target).await {
-        Ok(Value::Object(mut result)) => {
-            result.insert("outcome".into(), Value::from("ok"));
-            Ok(large_json(Value::Object(result)))
-        }
-        Ok(other) => Ok(HttpResponse::Ok().json(json!({"outcome": "ok", "result": other}))),
+        Ok(result) => Ok(ok_answer(result)),
         Err(e) => Err(call_error(e)),
     }
+}
+
+/// A call's answer: the result's keys and `"outcome": "ok"`. The result goes out as the text
+/// the server sent, `outcome` put in front of its keys, never parsed into a tree and written
+/// again (`ResultText`). A result that is not an object, or that has an `outcome` key of its
+/// own, is read as a tree: albedo's `outcome` replaces the server's, or the result is put
+/// under `result`.
+fn ok_answer(result: ResultText) -> HttpResponse {
+    let (object, outcome_key) = (result.head().object, result.head().outcome_key);
+    if object && !outcome_key {
+        let empty = result.get()[1..].trim_start().starts_with('}');
+        if empty {
+            return bytes_answer(vec![web::Bytes::from_static(br#"{"outcome":"ok"}"#)]);
+        }
+        // `{` + the result's text after its own `{`.
+        let text = result.into_bytes();
+        return bytes_answer(vec![
+            web::Bytes::from_static(br#"{"outcome":"ok","#),
+            text.slice(1..),
+        ]);
+    }
+    match result.to_value() {
+        Ok(Value::Object(mut m)) => {
+            m.insert("outcome".into(), Value::from("ok"));
+            large_json(Value::Object(m))
+        }
+        Ok(other) => large_json(json!({"outcome": "ok", "result": other})),
+        Err(e) => HttpResponse::InternalServerError().json(json!({"error": {
+            "code": "internal", "message": format!("the result could not be read: {e}")}})),
+    }
+}
+
+/// A JSON answer made of `parts` (shared, not copied); one over [`SLICE`] goes out a slice
+/// at a time.
+fn bytes_answer(parts: Vec<web::Bytes>) -> HttpResponse {
+    let mut r = HttpResponse::Ok();
+    r.content_type(actix_web::http::header::ContentType::json());
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len <= SLICE {
+        if let [one] = parts.as_slice() {
+            return r.body(one.clone());
+        }
+        let mut body = Vec::with_capacity(len);
+        for p in &parts {
+            body.extend_from_slice(p);
+        }
+        return r.body(body);
+    }
+    let slices = futures_util::stream::iter(parts.into_iter().flat_map(|p| {
+        (0..p.len())
+            .step_by(SLICE)
+            .map(move |i| Ok::<_, actix_web::Error>(p.slice(i..(i + SLICE).min(p.len()))))
+            .collect::<Vec<_>>()
+    }));
+    r.body(actix_web::body::SizedStream::new(len as u64, slices))
 }
 
 /// Above this size a JSON answer is written in slices of this size.
