@@ -192,7 +192,7 @@ fn secrets_set(creds: Option<&Credentials>, name: &str, def: &Value) -> Value {
 }
 
 /// What the daemon knows of a server's connection, best first: a session's live connection,
-/// the last strict save's trial, the saved catalogue.
+/// the last strict save's trial, why a session left it out, the saved catalogue.
 async fn status_of(
     state: &AppState,
     sessions: &[SessionHandle],
@@ -243,20 +243,6 @@ async fn status_of(
     if let Some(v) = best {
         return v;
     }
-    // A session left it out: why.
-    let left_out = sessions
-        .iter()
-        .find_map(|s| s.shared.load().left_out.get(name).cloned());
-    if let Some((st, warning)) = left_out {
-        let state = match st {
-            ServerState::NeedsSignIn => Some("needs_sign_in"),
-            ServerState::LeftOut | ServerState::Unavailable => Some("unavailable"),
-            _ => None,
-        };
-        if let Some(state) = state {
-            return json!({"state": state, "era": null, "protocol_version": null, "tools": null, "last_error": warning});
-        }
-    }
     let tried = state
         .tried
         .lock()
@@ -280,6 +266,20 @@ async fn status_of(
                 json!({"state": "unavailable", "era": null, "protocol_version": null, "tools": null, "last_error": last_error})
             }
         };
+    }
+    // A session left it out (and no strict save tried this configuration): why.
+    let left_out = sessions
+        .iter()
+        .find_map(|s| s.shared.load().left_out.get(name).cloned());
+    if let Some((st, warning)) = left_out {
+        let state = match st {
+            ServerState::NeedsSignIn => Some("needs_sign_in"),
+            ServerState::LeftOut | ServerState::Unavailable => Some("unavailable"),
+            _ => None,
+        };
+        if let Some(state) = state {
+            return json!({"state": state, "era": null, "protocol_version": null, "tools": null, "last_error": warning});
+        }
     }
     let tools = saved
         .get(name)
