@@ -75,14 +75,22 @@ pub fn default_deferred(
             crate::store::settings::TransportConfig::Http { .. }
         );
         for t in crate::advertise::advertise_shared(cfg, cat, http, &mut warnings) {
-            all.push((cfg.name.as_str(), cfg.defer_tools, estimate_tokens(&t)));
+            let tool = matches!(t.kind, ToolKind::Tool { .. });
+            all.push((
+                cfg.name.as_str(),
+                cfg.defer_tools,
+                estimate_tokens(&t),
+                tool,
+            ));
         }
     }
-    let est: Vec<(DeferTools, u64)> = all.iter().map(|(_, p, n)| (*p, *n)).collect();
+    let est: Vec<(DeferTools, u64)> = all.iter().map(|(_, p, n, _)| (*p, *n)).collect();
     let mut out: HashMap<String, usize> =
         servers.iter().map(|(c, _)| (c.name.clone(), 0)).collect();
-    for ((server, _, _), d) in all.iter().zip(decide(&est, budget)) {
-        if d {
+    // Counted like the settings view's `tools`: the server's tools, not the built-in
+    // read_resource and get_prompt (which are deferred with them).
+    for ((server, _, _, tool), d) in all.iter().zip(decide(&est, budget)) {
+        if d && *tool {
             *out.entry((*server).to_owned()).or_default() += 1;
         }
     }
@@ -417,7 +425,9 @@ impl SearchIndex {
         terms.dedup();
         terms.truncate(MAX_QUERY_TERMS);
         let n_docs = self.tools.len() as f32;
-        for term in &terms {
+        // Per tool, which query terms its own name holds (a bit per term).
+        let mut in_name = vec![0u32; self.tools.len()];
+        for (ti, term) in terms.iter().enumerate() {
             let Some(list) = self.postings.get(term) else {
                 continue;
             };
@@ -425,6 +435,9 @@ impl SearchIndex {
             let idf = (1.0 + (n_docs - df + 0.5) / (df + 0.5)).ln();
             for p in list {
                 let d = p.doc as usize;
+                if p.tf[NAME] > 0 {
+                    in_name[d] |= 1 << ti;
+                }
                 let len = &self.lens[d];
                 let mut tf = 0f32;
                 for f in 0..FIELDS {
@@ -438,16 +451,9 @@ impl SearchIndex {
         }
         // A tool whose own name holds every query term is what was asked for.
         if terms.len() > 1 {
-            for (d, s) in scores.iter_mut().enumerate() {
-                if *s <= 0.0 {
-                    continue;
-                }
-                let all = terms.iter().all(|t| {
-                    self.postings
-                        .get(t)
-                        .is_some_and(|l| l.iter().any(|p| p.doc as usize == d && p.tf[NAME] > 0))
-                });
-                if all {
+            let all = (1u64 << terms.len()) - 1;
+            for (s, mask) in scores.iter_mut().zip(&in_name) {
+                if u64::from(*mask) == all {
                     *s *= 1.5;
                 }
             }

@@ -394,6 +394,7 @@ impl Composition {
             p.close();
         }
         self.joins.drain(..).for_each(|j| j.close());
+        self.lazy.clear();
         self.shared.store(Snapshot::default());
     }
 }

@@ -683,8 +683,9 @@ async fn put_session_server(
     reload_then_view(&s, reload, "server_refused").await
 }
 
+/// The query of `GET /sessions/{id}/tools` (other parameters are ignored, as before it had
+/// one; `all` that is not `true` or `false` is a 400).
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct ToolsQuery {
     /// Also the deferred tools, each with `"deferred": true` (`mcp__search` is left out:
     /// the list holds everything it could find).
