@@ -465,6 +465,22 @@ fn a_session_overrides_the_policy_at_open_and_later() {
     let every = d.tool_names(&id);
     assert_eq!(view["defer_tools"], Value::Null);
     assert!(!every.contains(&"mcp__search".to_owned()), "{every:?}");
+    // A tool the session called stays loaded, in its place, when the session defers
+    // everything later.
+    let (st, v) = d.call(&id, "mcp__py__add", json!({"a": 1, "b": 2}));
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = d.put(
+        &format!("/sessions/{id}/defer-tools"),
+        json!({"defer_tools": "always"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(d.tool_names(&id), ["mcp__py__add", "mcp__search"]);
+    let r = search(&d, &id, json!({"query": "mcp__py__echo", "limit": 1}));
+    assert_eq!(found(&r), ["mcp__py__echo"]);
+    assert_eq!(
+        d.tool_names(&id),
+        ["mcp__py__add", "mcp__search", "mcp__py__echo"]
+    );
     // `always` for the session: everything behind the search tool.
     let (id, view) = d.session(json!({"defer_tools": "always"}));
     assert_eq!(view["defer_tools"], "always", "{view}");

@@ -35,7 +35,31 @@ pub struct Snapshot {
     pub index: Option<Arc<SearchIndex>>,
     /// Servers not dialled yet: the first call to one of their tools dials them.
     pub lazy: HashSet<String>,
+    /// The tools called in this session (the same set in every snapshot of the session).
+    pub used: UsedTools,
     pub conns: HashMap<String, ConnHandle>,
+}
+
+/// The advertised names of the tools a session called: they stay loaded whatever the
+/// policy decides later. The API notes a call; the Composition reads the set when it
+/// publishes.
+#[derive(Clone, Default)]
+pub struct UsedTools(Arc<RwLock<HashSet<String>>>);
+
+impl UsedTools {
+    /// Note that `name` was called (a read lock when it was already noted).
+    pub fn note(&self, name: &str) {
+        if self.contains(name) {
+            return;
+        }
+        if let Ok(mut g) = self.0.write() {
+            g.insert(name.to_owned());
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.read().is_ok_and(|g| g.contains(name))
+    }
 }
 
 impl Snapshot {
@@ -125,6 +149,8 @@ pub struct Composition {
     lazy: Vec<ConnHandle>,
     /// Servers dialled because one of their tools was called: never lazy again.
     woken: HashSet<String>,
+    /// Tools called in the session, noted by the API.
+    used: UsedTools,
 }
 
 impl Composition {
@@ -161,6 +187,7 @@ impl Composition {
                 loaded: Vec::new(),
                 lazy: Vec::new(),
                 woken: HashSet::new(),
+                used: UsedTools::default(),
             },
             shared,
             tx,
@@ -254,12 +281,21 @@ impl Composition {
             .map(|(t, p)| (*p, toolsearch::estimate_tokens(t)))
             .collect();
         let flags = toolsearch::decide(&est, budget);
+        // Loaded during the session: at the end, in load order, whatever the policy says now.
+        let loaded_set: HashSet<&str> = self.loaded.iter().map(String::as_str).collect();
         let mut base = Vec::new();
         let mut deferred_all = Vec::new();
+        let mut loaded_tools: HashMap<String, Arc<AdvertisedTool>> = HashMap::new();
         for ((t, _), d) in all.into_iter().zip(flags) {
+            // What the policy defers is indexed (the index and the search tool's counts do
+            // not change as tools load).
             if d {
-                deferred_all.push(t);
-            } else {
+                deferred_all.push(t.clone());
+            }
+            if loaded_set.contains(t.name.as_str()) {
+                loaded_tools.insert(t.name.clone(), t);
+            } else if !d || self.used.contains(&t.name) {
+                // Loaded at open; a tool the session called stays loaded, in its place.
                 base.push(t);
             }
         }
@@ -279,20 +315,15 @@ impl Composition {
             }
         }
         self.lazy = lazy;
-        let by_name: HashMap<&str, &Arc<AdvertisedTool>> =
-            deferred_all.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut tools = base;
-        let mut appended = Vec::new();
-        let mut loaded_now = HashSet::new();
-        for n in &self.loaded {
-            if let Some(t) = by_name.get(n.as_str()) {
-                appended.push((*t).clone());
-                loaded_now.insert(n.as_str());
-            }
-        }
+        let appended: Vec<Arc<AdvertisedTool>> = self
+            .loaded
+            .iter()
+            .filter_map(|n| loaded_tools.get(n).cloned())
+            .collect();
         let pending: Vec<Arc<AdvertisedTool>> = deferred_all
             .iter()
-            .filter(|t| !loaded_now.contains(t.name.as_str()))
+            .filter(|t| !loaded_set.contains(t.name.as_str()) && !self.used.contains(&t.name))
             .cloned()
             .collect();
         let index = (!deferred_all.is_empty()).then(|| toolsearch::index_shared(&deferred_all));
@@ -307,6 +338,7 @@ impl Composition {
             deferred: ToolTable::from_shared(self.generation, pending),
             index,
             lazy: lazy_names,
+            used: self.used.clone(),
             conns,
         };
         self.shared.store(snap);

@@ -881,8 +881,12 @@ async fn call_tool(
             "`arguments` must be an object",
         ));
     }
-    // A deferred tool called by name is loaded for the rest of the session; the first call
-    // to a lazy server's tool dials it (the call waits for the dial).
+    // A tool called stays loaded whatever the policy decides later; a deferred tool called
+    // by name is loaded for the rest of the session; the first call to a lazy server's tool
+    // dials it (the call waits for the dial).
+    if tool.kind != ToolKind::Search {
+        snap.used.note(&tool.name);
+    }
     let wake = tool.kind != ToolKind::Search && snap.lazy.contains(&tool.server);
     if deferred || wake {
         let load = Load {
