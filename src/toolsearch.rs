@@ -651,6 +651,20 @@ mod tests {
     }
 
     #[test]
+    fn a_query_is_read_up_to_its_term_bound() {
+        let i = SearchIndex::build(vec![tool("s", "zebra", "Finds zebras", &[])]);
+        // Terms are sorted and deduplicated before the bound: 32 distinct terms that all
+        // sort before `zebra` leave it out.
+        let many: Vec<String> = (0..MAX_QUERY_TERMS as u8)
+            .map(|n| format!("a{}{}", (b'a' + n / 26) as char, (b'a' + n % 26) as char))
+            .collect();
+        let q = format!("{} zebra", many.join(" "));
+        assert!(i.search(&q, None, 5).is_empty());
+        let q = format!("{} zebra", many[..MAX_QUERY_TERMS - 1].join(" "));
+        assert_eq!(i.search(&q, None, 5).len(), 1);
+    }
+
+    #[test]
     fn arguments_are_checked_by_name() {
         assert!(parse_args(&json!({})).unwrap_err().contains("query"));
         assert!(parse_args(&json!({"query": "x", "limit": 0}))

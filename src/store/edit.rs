@@ -1081,6 +1081,10 @@ mod tests {
                 json!({"toolSearch": {"budgetTokens": "5"}}),
                 "toolSearch.budgetTokens",
             ),
+            (
+                json!({"toolSearch": {"budgetTokens": 10_000_001}}),
+                "toolSearch.budgetTokens",
+            ),
             (json!({"toolSearch": {"size": 5}}), "toolSearch.size"),
             (json!({"toolSearch": 5}), "toolSearch"),
             (json!({"retryMs": "5"}), "retryMs"),
