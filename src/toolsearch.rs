@@ -485,12 +485,24 @@ impl SearchIndex {
 }
 
 /// [`SearchIndex::build`], shared: sessions that defer the same tools (the same `Arc`s, as
-/// [`crate::advertise::advertise_shared`] hands them out) share one index.
+/// [`crate::advertise::advertise_shared`] hands them out) share one index. The index built
+/// last is kept even when no session holds it, so that closing the last session and
+/// opening another does not build it again.
 pub fn index_shared(tools: &[Arc<AdvertisedTool>]) -> Arc<SearchIndex> {
     /// The tools' addresses, and the index built over them.
     type Memo = Vec<(Vec<usize>, Weak<SearchIndex>)>;
     static MEMO: OnceLock<Mutex<Memo>> = OnceLock::new();
+    static LAST: Mutex<Option<(Vec<usize>, Arc<SearchIndex>)>> = Mutex::new(None);
     let key: Vec<usize> = tools.iter().map(|t| Arc::as_ptr(t) as usize).collect();
+    {
+        // It holds its tools, so their addresses cannot be reused while it is kept.
+        let last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, i)) = last.as_ref() {
+            if *k == key {
+                return i.clone();
+            }
+        }
+    }
     let memo = MEMO.get_or_init(Default::default);
     {
         let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
@@ -505,7 +517,9 @@ pub fn index_shared(tools: &[Arc<AdvertisedTool>]) -> Arc<SearchIndex> {
     }
     let index = Arc::new(SearchIndex::build(tools.to_vec()));
     let mut m = memo.lock().unwrap_or_else(|p| p.into_inner());
-    m.push((key, Arc::downgrade(&index)));
+    m.push((key.clone(), Arc::downgrade(&index)));
+    drop(m);
+    *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, index.clone()));
     index
 }
 
