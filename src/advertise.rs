@@ -25,9 +25,13 @@ pub const MAX_LISTED: usize = 50;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ToolKind {
-    Tool { tool: String },
+    Tool {
+        tool: String,
+    },
     ReadResource,
     GetPrompt,
+    /// `mcp__search`, answered by the daemon itself ([`crate::toolsearch`]).
+    Search,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +124,7 @@ impl ToolTable {
                     ToolKind::Tool { tool: own } => own == tool,
                     ToolKind::ReadResource => tool == "read_resource",
                     ToolKind::GetPrompt => tool == "get_prompt",
+                    ToolKind::Search => false,
                 }
         })
     }

@@ -96,6 +96,7 @@ fn config(key: String, transport: TransportConfig) -> ServerConfig {
         disabled_tools: Vec::new(),
         startup_timeout_ms: settings::DEFAULT_STARTUP_TIMEOUT_MS,
         call_timeout_ms: settings::DEFAULT_CALL_TIMEOUT_MS,
+        defer_tools: settings::DeferTools::Auto,
     }
 }
 

@@ -15,5 +15,6 @@ pub mod editor;
 pub mod oauth;
 pub mod protocol;
 pub mod store;
+pub mod toolsearch;
 pub mod transport;
 pub mod tui;

@@ -130,6 +130,17 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     number(one("fleet_sessions"), "calls_per_s");
     number(one("fleet_sessions"), "p99_us");
     assert_eq!(one("fleet_sessions")["errors"], 0);
+    // Tool search: the bytes advertised at open deferred and not, search latency over
+    // 5,000 tools, the ranking's share on the query set.
+    number(one("tool_search_open"), "bytes_fewer_share");
+    let scenario = |s: &str| {
+        records
+            .iter()
+            .find(|r| r["scenario"] == s)
+            .unwrap_or_else(|| panic!("no record for {s}"))
+    };
+    number(scenario("tool_search_latency"), "search_p99_us");
+    number(scenario("tool_search_ranking"), "top5_share");
     assert!(records.iter().all(|r| r.get("failed").is_none()));
     let targets = doc["targets"].as_array().unwrap();
     assert!(targets.iter().all(|t| t["met"].is_boolean()));

@@ -3,26 +3,93 @@
 //! reloading prepares a whole new set first (through the Runtime) and swaps it in one step
 //! only when preparation succeeded; the old connections close after the swap. A catalogue
 //! change reported by a connection is applied after the session's next turn, never mid-turn.
+//!
+//! Deferred tools ([`crate::toolsearch`]): `publish` decides which tools wait behind
+//! `mcp__search`; the table lists the loaded ones (the ones loaded at open in catalogue
+//! order, then `mcp__search`, then the ones loaded during the session in the order they were
+//! loaded: appended, never reordered). A server whose tools are all deferred and whose
+//! catalogue was saved is lazy: its connection is not dialled until one of its tools is
+//! called (`Load` with `wake`).
 
 use super::connection::{CatalogueChanged, ConnStatus, LinkState};
 use super::handle::ConnHandle;
 use super::retry::{Missing, Poke, Retry, ServersJoined};
 use super::runtime::{Prepare, PrepareError, Prepared, Runtime, SaveCatalogue, ServerState};
-use crate::advertise::{advertise_shared, bound_text, ToolTable};
+use crate::advertise::{advertise_shared, bound_text, AdvertisedTool, ToolTable};
+use crate::store::settings::DeferTools;
+use crate::toolsearch::{self, SearchIndex};
 use actix::prelude::*;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use tokio::sync::broadcast;
 
 /// What the API reads without a round trip to the actor: the table and the connections.
 #[derive(Default)]
 pub struct Snapshot {
+    /// The loaded tools: what the model is offered.
     pub table: ToolTable,
+    /// The tools still deferred (callable by name; `mcp__search` finds them).
+    pub deferred: ToolTable,
+    /// The index over every tool the policy deferred (also those loaded since).
+    pub index: Option<Arc<SearchIndex>>,
+    /// Servers not dialled yet: the first call to one of their tools dials them.
+    pub lazy: HashSet<String>,
+    /// The tools called in this session (the same set in every snapshot of the session).
+    pub used: UsedTools,
     pub conns: HashMap<String, ConnHandle>,
     /// Servers of the set with no connection (left out, unavailable, needing a sign-in):
     /// their state and the warning that says why.
     pub left_out: HashMap<String, (ServerState, Option<String>)>,
+}
+
+/// The advertised names of the tools a session called: they stay loaded whatever the
+/// policy decides later. The API notes a call; the Composition reads the set when it
+/// publishes.
+#[derive(Clone, Default)]
+pub struct UsedTools(Arc<RwLock<HashSet<String>>>);
+
+impl UsedTools {
+    /// Note that `name` was called (a read lock when it was already noted).
+    pub fn note(&self, name: &str) {
+        if self.contains(name) {
+            return;
+        }
+        if let Ok(mut g) = self.0.write() {
+            g.insert(name.to_owned());
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.read().is_ok_and(|g| g.contains(name))
+    }
+}
+
+impl Snapshot {
+    /// A tool by advertised name or `server/tool`, loaded or deferred (`true`: deferred).
+    pub fn lookup(&self, name: &str) -> Option<(&Arc<AdvertisedTool>, bool)> {
+        self.table
+            .lookup(name)
+            .map(|t| (t, false))
+            .or_else(|| self.deferred.lookup(name).map(|t| (t, true)))
+    }
+
+    /// How many tools of `server` the session has, and how many of them are deferred.
+    pub fn server_tools(&self, server: &str) -> (usize, usize) {
+        let loaded = self
+            .table
+            .tools
+            .iter()
+            .filter(|t| t.server == server)
+            .count();
+        let deferred = self
+            .deferred
+            .tools
+            .iter()
+            .filter(|t| t.server == server)
+            .count();
+        (loaded + deferred, deferred)
+    }
 }
 
 /// The published snapshot, shared by the actor (which replaces it) and the API (which reads it).
@@ -77,6 +144,16 @@ pub struct Composition {
     /// The session's own choice for `editor-mcp`; `None` follows `editor_default`.
     editor_choice: Option<bool>,
     editor_default: bool,
+    /// The session's own `deferTools` for every server; `None` follows each server's.
+    defer_choice: Option<DeferTools>,
+    /// Deferred tools loaded during the session (by a search or a call), in that order.
+    loaded: Vec<String>,
+    /// Lazy servers: not dialled yet (their connections).
+    lazy: Vec<ConnHandle>,
+    /// Servers dialled because one of their tools was called: never lazy again.
+    woken: HashSet<String>,
+    /// Tools called in the session, noted by the API.
+    used: UsedTools,
 }
 
 impl Composition {
@@ -109,6 +186,11 @@ impl Composition {
                 editor: Vec::new(),
                 editor_choice: None,
                 editor_default: true,
+                defer_choice: None,
+                loaded: Vec::new(),
+                lazy: Vec::new(),
+                woken: HashSet::new(),
+                used: UsedTools::default(),
             },
             shared,
             tx,
@@ -117,6 +199,12 @@ impl Composition {
 
     fn enabled(&self) -> bool {
         self.choice.unwrap_or(self.default_enabled)
+    }
+
+    /// Set the session's own `deferTools` before its first preparation.
+    pub fn with_defer(mut self, choice: Option<DeferTools>) -> Composition {
+        self.defer_choice = choice;
+        self
     }
 
     /// Set the session's editor-supplied servers and its `editor-mcp` choice before its
@@ -146,14 +234,23 @@ impl Composition {
         });
     }
 
-    /// Build the table from the current set and publish it under a new generation.
+    /// Build the table from the current set and publish it under a new generation: which
+    /// tools are deferred, in what order the loaded ones come, which servers are lazy.
     fn publish(&mut self) {
         self.generation += 1;
         let mut warnings = Vec::new();
-        let mut tools = Vec::new();
+        let mut all: Vec<(Arc<AdvertisedTool>, DeferTools)> = Vec::new();
         let mut conns = HashMap::new();
         let mut left_out = HashMap::new();
         let editor_on = self.editor_enabled();
+        // Servers that may be lazy: a saved catalogue (or lazy before, on the same
+        // connection), not woken by a call.
+        let mut lazy_candidates = Vec::new();
+        let budget = self
+            .current
+            .as_ref()
+            .map(|p| p.budget_tokens)
+            .unwrap_or(crate::store::settings::DEFAULT_BUDGET_TOKENS);
         if let Some(p) = &self.current {
             warnings.extend(p.warnings.iter().cloned());
             for s in &p.servers {
@@ -169,15 +266,88 @@ impl Composition {
                 if s.editor && !editor_on {
                     continue;
                 }
-                if let (Some(cat), true) = (&s.catalogue, s.conn.is_some()) {
-                    tools.extend(advertise_shared(&s.config, cat, s.is_http(), &mut warnings));
+                if let (Some(cat), Some(conn)) = (&s.catalogue, &s.conn) {
+                    let policy = self.defer_choice.unwrap_or(if s.editor {
+                        DeferTools::Auto
+                    } else {
+                        s.config.defer_tools
+                    });
+                    let tools = advertise_shared(&s.config, cat, s.is_http(), &mut warnings);
+                    let was_lazy = self.lazy.iter().any(|l| l.same(conn));
+                    if !s.editor
+                        && !tools.is_empty()
+                        && (s.saved || was_lazy)
+                        && !self.woken.contains(&s.config.name)
+                    {
+                        lazy_candidates.push((s.config.name.clone(), conn.clone()));
+                    }
+                    all.extend(tools.into_iter().map(|t| (t, policy)));
                 }
             }
         }
+        let est: Vec<(DeferTools, u64)> = all
+            .iter()
+            .map(|(t, p)| (*p, toolsearch::estimate_tokens(t)))
+            .collect();
+        let flags = toolsearch::decide(&est, budget);
+        // Loaded during the session: at the end, in load order, whatever the policy says now.
+        let loaded_set: HashSet<&str> = self.loaded.iter().map(String::as_str).collect();
+        let mut base = Vec::new();
+        let mut deferred_all = Vec::new();
+        let mut loaded_tools: HashMap<String, Arc<AdvertisedTool>> = HashMap::new();
+        for ((t, _), d) in all.into_iter().zip(flags) {
+            // What the policy defers is indexed (the index and the search tool's counts do
+            // not change as tools load).
+            if d {
+                deferred_all.push(t.clone());
+            }
+            if loaded_set.contains(t.name.as_str()) {
+                loaded_tools.insert(t.name.clone(), t);
+            } else if !d || self.used.contains(&t.name) {
+                // Loaded at open; a tool the session called stays loaded, in its place.
+                base.push(t);
+            }
+        }
+        // A server is lazy when every one of its tools is deferred.
+        let mut lazy_names = HashSet::new();
+        let mut lazy = Vec::new();
+        for (name, conn) in lazy_candidates {
+            if !base.iter().any(|t| t.server == name) {
+                lazy_names.insert(name);
+                lazy.push(conn);
+            }
+        }
+        // Lazy before and not any more (the policy changed): dialled now, as at open.
+        for old in std::mem::take(&mut self.lazy) {
+            if !lazy.iter().any(|l| l.same(&old)) && !old.is_closed() {
+                old.wake();
+            }
+        }
+        self.lazy = lazy;
+        let mut tools = base;
+        let appended: Vec<Arc<AdvertisedTool>> = self
+            .loaded
+            .iter()
+            .filter_map(|n| loaded_tools.get(n).cloned())
+            .collect();
+        let pending: Vec<Arc<AdvertisedTool>> = deferred_all
+            .iter()
+            .filter(|t| !loaded_set.contains(t.name.as_str()) && !self.used.contains(&t.name))
+            .cloned()
+            .collect();
+        let index = (!deferred_all.is_empty()).then(|| toolsearch::index_shared(&deferred_all));
+        if !pending.is_empty() {
+            tools.push(Arc::new(toolsearch::search_tool(&deferred_all)));
+        }
+        tools.extend(appended);
         warnings.dedup();
         self.warnings = warnings;
         let snap = Snapshot {
             table: ToolTable::from_shared(self.generation, tools),
+            deferred: ToolTable::from_shared(self.generation, pending),
+            index,
+            lazy: lazy_names,
+            used: self.used.clone(),
             conns,
             left_out,
         };
@@ -194,8 +364,9 @@ impl Composition {
                 if let Some(c) = &s.conn {
                     // A saved catalogue is checked against its server at once, in the
                     // background (the daemon-wide dial limit keeps many sessions from
-                    // starting a storm).
-                    c.watch(me.clone(), s.catalogue.clone(), s.saved);
+                    // starting a storm), unless the server is lazy: then at its first call.
+                    let lazy = self.lazy.iter().any(|l| l.same(c));
+                    c.watch(me.clone(), s.catalogue.clone(), s.saved && !lazy);
                 }
             }
         }
@@ -265,6 +436,7 @@ impl Composition {
             p.close();
         }
         self.joins.drain(..).for_each(|j| j.close());
+        self.lazy.clear();
         self.shared.store(Snapshot::default());
     }
 }
@@ -591,6 +763,81 @@ impl Handler<ServersJoined> for Composition {
     }
 }
 
+/// Load deferred tools for the rest of the session (a search matched them, or one is
+/// called), appended after the loaded ones; with `wake`, dial that lazy server (one of its
+/// tools is being called). Answers the generation.
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub struct Load {
+    pub names: Vec<String>,
+    pub wake: Option<String>,
+}
+
+impl Handler<Load> for Composition {
+    type Result = MessageResult<Load>;
+
+    fn handle(&mut self, msg: Load, _ctx: &mut Self::Context) -> Self::Result {
+        let snap = self.shared.load();
+        let mut fresh = Vec::new();
+        for n in msg.names {
+            // Only tools deferred right now; a name loaded twice stays where it was.
+            if snap.deferred.by_name.contains_key(&n) && !self.loaded.contains(&n) {
+                self.loaded.push(n.clone());
+                fresh.push(n);
+            }
+        }
+        let mut woke = false;
+        if let Some(server) = msg.wake {
+            if snap.lazy.contains(&server) && self.woken.insert(server.clone()) {
+                woke = true;
+            }
+        }
+        drop(snap);
+        if fresh.is_empty() && !woke {
+            return MessageResult(self.generation);
+        }
+        self.publish();
+        if !fresh.is_empty() {
+            self.emit(
+                "tools_loaded",
+                format!(
+                    "deferred tools loaded for the rest of the session: {}",
+                    fresh.join(", ")
+                ),
+            );
+        }
+        MessageResult(self.generation)
+    }
+}
+
+/// The session's own `deferTools` (`None`: each server's setting). No new preparation:
+/// the table is built again (lazy servers that no longer are get dialled).
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub struct SetDefer(pub Option<DeferTools>);
+
+impl Handler<SetDefer> for Composition {
+    type Result = MessageResult<SetDefer>;
+
+    fn handle(&mut self, msg: SetDefer, _ctx: &mut Self::Context) -> Self::Result {
+        if self.defer_choice != msg.0 {
+            self.defer_choice = msg.0;
+            self.publish();
+            self.emit(
+                "refresh",
+                format!(
+                    "deferTools for the session is now {}; composition generation {}",
+                    msg.0
+                        .map(DeferTools::as_str)
+                        .unwrap_or("each server's setting"),
+                    self.generation
+                ),
+            );
+        }
+        MessageResult(self.generation)
+    }
+}
+
 /// One server's line in the session view.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerView {
@@ -610,6 +857,8 @@ pub struct ServerView {
     pub extension: &'static str,
     /// Discovered, but its tools are not advertised (`editor-mcp` is off for the session).
     pub hidden: bool,
+    /// Of `tools`, how many are deferred (found through `mcp__search`).
+    pub deferred: usize,
 }
 
 /// The `editor-mcp` extension in the session view.
@@ -630,6 +879,11 @@ pub struct SessionView {
     pub context: Vec<String>,
     pub error: Option<String>,
     pub editor_mcp: EditorView,
+    /// The session's own `deferTools` (`null`: each server's setting).
+    pub defer_tools: Option<DeferTools>,
+    /// Tools deferred right now, and loaded during the session (in order).
+    pub deferred: usize,
+    pub loaded: Vec<String>,
 }
 
 #[derive(Message)]
@@ -678,17 +932,17 @@ impl Handler<GetView> for Composition {
                     (ServerState::Connected, Some(LinkState::Connecting)) => {
                         ServerState::Connecting
                     }
+                    (ServerState::Connected, Some(LinkState::Idle))
+                        if snap.lazy.contains(&s.config.name) =>
+                    {
+                        ServerState::Lazy
+                    }
                     (ServerState::Connected, Some(LinkState::Idle)) if s.saved => {
                         ServerState::Connecting
                     }
                     (x, _) => x,
                 };
-                let tools = snap
-                    .table
-                    .tools
-                    .iter()
-                    .filter(|t| t.server == s.config.name)
-                    .count();
+                let (tools, deferred) = snap.server_tools(&s.config.name);
                 views.push(ServerView {
                     name: s.config.name.clone(),
                     state,
@@ -707,9 +961,10 @@ impl Handler<GetView> for Composition {
                         "mcp"
                     },
                     hidden: s.editor && !act.editor_enabled(),
+                    deferred,
                 });
                 if !s.editor || act.editor_enabled() {
-                    context.extend(context_line(s, state, tools));
+                    context.extend(context_line(s, state, tools, deferred));
                 }
             }
             SessionView {
@@ -726,6 +981,9 @@ impl Handler<GetView> for Composition {
                         .into_iter()
                         .collect(),
                 },
+                defer_tools: act.defer_choice,
+                deferred: snap.deferred.tools.len(),
+                loaded: act.loaded.clone(),
             }
         }))
     }
@@ -736,6 +994,7 @@ fn context_line(
     s: &super::runtime::PreparedServer,
     state: ServerState,
     tools: usize,
+    deferred: usize,
 ) -> Option<String> {
     let name = &s.config.name;
     match state {
@@ -762,7 +1021,17 @@ fn context_line(
                     )
                 })
                 .unwrap_or_default();
-            Some(format!("MCP server {name:?} offers {tools} tools.{instr}"))
+            let found = if deferred > 0 {
+                format!(
+                    " {deferred} of them are not loaded: find them with {} (or call one by its full name).",
+                    toolsearch::SEARCH_TOOL
+                )
+            } else {
+                String::new()
+            };
+            Some(format!(
+                "MCP server {name:?} offers {tools} tools.{found}{instr}"
+            ))
         }
     }
 }

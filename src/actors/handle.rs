@@ -173,6 +173,14 @@ impl ConnHandle {
         }
     }
 
+    /// Dial and check the saved catalogue in the background now (a lazy server, at its
+    /// first call); the owner and catalogue are those of the last [`ConnHandle::watch`].
+    pub fn wake(&self) {
+        if let Some(a) = self.0.current() {
+            a.do_send(Watch { check_saved: true });
+        }
+    }
+
     /// The connection's status; a closed or failed one answers without its actor.
     pub async fn status(&self) -> ConnStatus {
         let fallback = |state: LinkState, last_error: Option<String>| ConnStatus {

@@ -30,6 +30,9 @@ pub enum ServerState {
     LeftOut,
     NeedsSignIn,
     Disabled,
+    /// Its tools are all deferred and its catalogue was saved: not dialled until one of
+    /// its tools is called (session views only).
+    Lazy,
 }
 
 /// One server of a prepared composition.
@@ -91,6 +94,8 @@ pub struct Prepared {
     pub servers: Vec<PreparedServer>,
     pub warnings: Vec<String>,
     pub retry_ms: u64,
+    /// `mcp.toolSearch.budgetTokens` as read for this preparation.
+    pub budget_tokens: u64,
 }
 
 impl Prepared {
@@ -378,6 +383,7 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             servers,
             warnings,
             retry_ms: mcp.retry_ms,
+            budget_tokens: mcp.budget_tokens,
         });
     }
     // Resolve every enabled server first: a bad one fails the whole preparation.
@@ -411,8 +417,10 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             .iter()
             .find(|p| p.config.name == r.config.name && p.reusable_for(&r.fingerprint))
         {
+            // The configuration may differ in what the fingerprint leaves out (`deferTools`).
             servers.push(PreparedServer {
                 saved: false,
+                config: r.config.clone(),
                 ..kept.clone()
             });
             continue;
@@ -519,6 +527,7 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         servers,
         warnings,
         retry_ms: mcp.retry_ms,
+        budget_tokens: mcp.budget_tokens,
     })
 }
 

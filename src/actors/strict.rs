@@ -120,6 +120,8 @@ pub struct SavedSummary {
     pub fingerprint: String,
     /// The names of its tools (the settings view counts those the server's filters allow).
     pub tools: Vec<String>,
+    /// The catalogue itself (shared), for what a new session would defer.
+    pub catalogue: Arc<crate::protocol::model::Catalogue>,
 }
 
 impl Handler<SavedTools> for Runtime {
@@ -145,6 +147,7 @@ impl Handler<SavedTools> for Runtime {
                                     .filter_map(crate::protocol::model::tool_name)
                                     .map(str::to_owned)
                                     .collect(),
+                                catalogue: cat,
                             },
                         )
                     })

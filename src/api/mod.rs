@@ -14,12 +14,14 @@ pub mod trial;
 pub mod trust;
 
 use crate::actors::composition::{
-    Activity, CloseSession, Composition, GetView, Reload, SessionEvent, SharedSnapshot,
+    Activity, CloseSession, Composition, GetView, Load, Reload, SessionEvent, SetDefer,
+    SharedSnapshot,
 };
 use crate::actors::connection::{CallError, CallTarget};
 use crate::actors::runtime::Runtime;
 use crate::advertise::ToolKind;
 use crate::protocol::ResultText;
+use crate::store::settings::DeferTools;
 use actix::prelude::*;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
@@ -321,6 +323,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
             resource("/sessions/{id}/editor-mcp-servers", "PUT")
                 .route(web::put().to(put_editor_servers)),
         )
+        .service(
+            resource("/sessions/{id}/defer-tools", "PUT")
+                .route(web::put().to(put_session_defer_tools)),
+        )
         .service(resource("/sessions/{id}/tools", "GET").route(web::get().to(list_tools)))
         .service(resource("/sessions/{id}/tools/{name}", "GET").route(web::get().to(get_tool)))
         .service(resource("/sessions/{id}/activity", "POST").route(web::post().to(activity)))
@@ -385,6 +391,30 @@ struct CreateSession {
     /// A `Value` so that a wrong shape is refused without quoting what was sent.
     #[serde(default)]
     editor_mcp_servers: Option<Value>,
+    /// The session's own `deferTools` for every server: `auto`, `never` or `always`.
+    #[serde(default)]
+    defer_tools: Option<Value>,
+}
+
+/// A session's `defer_tools`: `"auto"`, `"never"`, `"always"`, or `null` (each server's
+/// setting); anything else is a 400 naming the field.
+fn defer_choice(v: Option<&Value>) -> Result<Option<DeferTools>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(DeferTools::parse)
+            .map(Some)
+            .ok_or_else(|| {
+                let mut e = ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    "defer_tools must be \"auto\", \"never\", \"always\" or null",
+                );
+                e.extra = Some(json!({"field": "defer_tools", "outcome": "not_run"}));
+                e
+            }),
+    }
 }
 
 /// Parse an editor's server list (ACP v1 `mcpServers`); a malformed entry is a 400 naming it.
@@ -415,7 +445,8 @@ async fn create_session(
     let choice = body.extensions.get("mcp").copied();
     let editor_choice = body.extensions.get(crate::editor::EXTENSION).copied();
     let editor = editor_list(body.editor_mcp_servers.as_ref())?;
-    open_session(&state, None, choice, editor, editor_choice).await
+    let defer = defer_choice(body.defer_tools.as_ref())?;
+    open_session(&state, None, choice, editor, editor_choice, defer).await
 }
 
 /// Open a session (under `id`, when an editor resumes one the daemon does not know, after a
@@ -426,6 +457,7 @@ async fn open_session(
     choice: Option<bool>,
     editor: Vec<crate::editor::EditorServer>,
     editor_choice: Option<bool>,
+    defer: Option<DeferTools>,
 ) -> Result<HttpResponse, ApiError> {
     let open = state.sessions.read().map(|s| s.len()).unwrap_or(0);
     if open >= state.limits.max_sessions {
@@ -444,7 +476,9 @@ async fn open_session(
     });
     let (comp, shared, events) =
         Composition::new(id.clone(), state.runtime.clone(), choice, ext.mcp_enabled());
-    let comp = comp.with_editor(editor, editor_choice, ext.editor_mcp_enabled());
+    let comp = comp
+        .with_editor(editor, editor_choice, ext.editor_mcp_enabled())
+        .with_defer(defer);
     let addr = comp.start();
     let handle = SessionHandle {
         addr: addr.clone(),
@@ -570,7 +604,7 @@ async fn put_editor_servers(
         .ok()
         .is_some_and(|s| s.contains_key(path.as_str()));
     if !known {
-        return open_session(&state, Some(path.into_inner()), None, editor, None).await;
+        return open_session(&state, Some(path.into_inner()), None, editor, None, None).await;
     }
     let s = session(&state, &path)?;
     let reload = Reload {
@@ -654,29 +688,64 @@ async fn put_session_server(
     reload_then_view(&s, reload, "server_refused").await
 }
 
+/// The query of `GET /sessions/{id}/tools` (other parameters are ignored, as before it had
+/// one; `all` that is not `true` or `false` is a 400).
+#[derive(Deserialize, Default)]
+struct ToolsQuery {
+    /// Also the deferred tools, each with `"deferred": true` (`mcp__search` is left out:
+    /// the list holds everything it could find).
+    #[serde(default)]
+    all: bool,
+}
+
+/// `{"deferred":true,` + the rest of a tool's JSON object.
+fn flagged(json: &str) -> String {
+    match json.strip_prefix('{') {
+        Some(rest) if rest.starts_with('}') => "{\"deferred\":true}".to_owned(),
+        Some(rest) => format!("{{\"deferred\":true,{rest}"),
+        None => json.to_owned(),
+    }
+}
+
 async fn list_tools(
     state: web::Data<AppState>,
     path: web::Path<String>,
+    query: web::Query<ToolsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let s = session(&state, &path)?;
     let snap = s.shared.load();
     // Each tool's JSON is kept with the tool (and tools are shared between sessions): the
     // list is copied together, not built from 5,000 deep copies of descriptions and schemas.
     let tools = &snap.table.tools;
+    let deferred: &[Arc<crate::advertise::AdvertisedTool>] =
+        if query.all { &snap.deferred.tools } else { &[] };
     let mut body = Vec::with_capacity(
         64 + tools
             .iter()
-            .map(|t| t.json().get().len() + 1)
+            .chain(deferred)
+            .map(|t| t.json().get().len() + 16)
             .sum::<usize>(),
     );
     body.extend_from_slice(
         format!("{{\"generation\":{},\"tools\":[", snap.table.generation).as_bytes(),
     );
-    for (i, t) in tools.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    for t in tools {
+        if query.all && t.kind == ToolKind::Search {
+            continue;
+        }
+        if !first {
             body.push(b',');
         }
+        first = false;
         body.extend_from_slice(t.json().get().as_bytes());
+    }
+    for t in deferred {
+        if !first {
+            body.push(b',');
+        }
+        first = false;
+        body.extend_from_slice(flagged(t.json().get()).as_bytes());
     }
     body.extend_from_slice(b"]}");
     Ok(HttpResponse::Ok()
@@ -692,13 +761,69 @@ async fn get_tool(
     body::tool_name(&name)?;
     let s = session(&state, &id)?;
     let snap = s.shared.load();
-    let t = snap
-        .table
+    let (t, deferred) = snap
         .lookup(&name)
         .ok_or_else(|| ApiError::not_found("tool"))?;
+    let json = t.json().get();
     Ok(HttpResponse::Ok()
         .content_type(actix_web::http::header::ContentType::json())
-        .body(t.json().get().to_owned()))
+        .body(if deferred {
+            flagged(json)
+        } else {
+            json.to_owned()
+        }))
+}
+
+/// `PUT /sessions/{id}/defer-tools` `{"defer_tools": "auto" | "never" | "always" | null}`:
+/// the session's own `deferTools` for every server (`null`: each server's setting). Tools
+/// loaded during the session stay loaded. Answers the session's view.
+async fn put_session_defer_tools(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    Strict(body): Strict<DeferBody>,
+) -> Result<HttpResponse, ApiError> {
+    let s = session(&state, &path)?;
+    let choice = defer_choice(Some(&body.defer_tools))?;
+    s.addr.send(SetDefer(choice)).await.map_err(mailbox)?;
+    let view = s.addr.send(GetView).await.map_err(mailbox)?;
+    Ok(HttpResponse::Ok().json(view))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeferBody {
+    defer_tools: Value,
+}
+
+/// A call of `mcp__search`: the answer is a tool result (text and `structuredContent`), and
+/// the tools it answers in full are loaded for the rest of the session.
+async fn call_search(s: &SessionHandle, args: &Value) -> Result<HttpResponse, ApiError> {
+    let args = crate::toolsearch::parse_args(args).map_err(|m| {
+        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m);
+        e.extra = Some(json!({"outcome": "not_run"}));
+        e
+    })?;
+    let snap = s.shared.load();
+    let Some(index) = snap.index.clone() else {
+        return Err(ApiError::not_run(
+            StatusCode::NOT_FOUND,
+            "no_such_tool",
+            "no tool is deferred in this session: mcp__search is not offered",
+        ));
+    };
+    drop(snap);
+    let (mut result, matched) = crate::toolsearch::answer(&args, &index);
+    let names: Vec<String> = matched.iter().map(|t| t.name.clone()).collect();
+    let generation = s
+        .addr
+        .send(Load { names, wake: None })
+        .await
+        .map_err(mailbox)?;
+    if let Some(m) = result.as_object_mut() {
+        m.insert("outcome".into(), Value::from("ok"));
+        m.insert("generation".into(), Value::from(generation));
+    }
+    Ok(HttpResponse::Ok().json(result))
 }
 
 #[derive(Deserialize, Default)]
@@ -750,7 +875,7 @@ async fn call_tool(
     body::tool_name(&name)?;
     let s = session(&state, &id)?;
     let snap = s.shared.load();
-    let Some(tool) = snap.table.lookup(&name).cloned() else {
+    let Some((tool, deferred)) = snap.lookup(&name).map(|(t, d)| (t.clone(), d)) else {
         return Err(missing_tool(&s, &name).await);
     };
     let args = body.arguments.unwrap_or_else(|| json!({}));
@@ -760,6 +885,24 @@ async fn call_tool(
             "bad_request",
             "`arguments` must be an object",
         ));
+    }
+    // A tool called stays loaded whatever the policy decides later; a deferred tool called
+    // by name is loaded for the rest of the session; the first call to a lazy server's tool
+    // dials it (the call waits for the dial).
+    if tool.kind != ToolKind::Search {
+        snap.used.note(&tool.name);
+    }
+    let wake = tool.kind != ToolKind::Search && snap.lazy.contains(&tool.server);
+    if deferred || wake {
+        let load = Load {
+            names: if deferred {
+                vec![tool.name.clone()]
+            } else {
+                Vec::new()
+            },
+            wake: wake.then(|| tool.server.clone()),
+        };
+        s.addr.send(load).await.map_err(mailbox)?;
     }
     let target = match &tool.kind {
         ToolKind::Tool { tool } => CallTarget::Tool {
@@ -791,6 +934,10 @@ async fn call_tool(
                 ));
             }
         },
+        ToolKind::Search => {
+            drop(snap);
+            return call_search(&s, &args).await;
+        }
     };
     let conn = snap.conns.get(&tool.server).cloned().ok_or_else(|| {
         ApiError::not_run(

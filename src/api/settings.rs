@@ -216,9 +216,12 @@ async fn status_of(
             .table
             .tools
             .iter()
+            .chain(&snap.deferred.tools)
             .filter(|t| t.server == *name && matches!(t.kind, ToolKind::Tool { .. }))
             .count();
         let state = match st.state {
+            // A lazy server: not dialled until one of its tools is called.
+            LinkState::Idle if snap.lazy.contains(name) => "not_connected",
             LinkState::Connected => "connected",
             LinkState::Connecting | LinkState::Idle => "connecting",
             LinkState::Unavailable | LinkState::Closed => "unavailable",
@@ -293,6 +296,7 @@ async fn view(state: &AppState, read: &Read) -> Value {
     let known = state.known_extensions.lock().map(|k| *k).unwrap_or(None);
     let mut servers = Map::new();
     let mut retry_ms = settings::DEFAULT_RETRY_MS;
+    let mut budget_tokens = settings::DEFAULT_BUDGET_TOKENS;
     if let Ok(ext) = &read.ext {
         let raw_servers = ext
             .raw
@@ -305,6 +309,7 @@ async fn view(state: &AppState, read: &Read) -> Value {
         let (configs, bad): (Vec<ServerConfig>, Vec<(String, SettingsError)>) = match parsed {
             Ok((m, bad)) => {
                 retry_ms = m.retry_ms;
+                budget_tokens = m.budget_tokens;
                 (m.servers, bad)
             }
             Err(_) => (Vec::new(), Vec::new()),
@@ -364,11 +369,12 @@ async fn view(state: &AppState, read: &Read) -> Value {
                     obj.insert("status".into(), status);
                 }
                 obj.insert("auth".into(), auth);
-                for k in ["enabled", "startupTimeoutMs", "callTimeoutMs"] {
+                for k in ["enabled", "startupTimeoutMs", "callTimeoutMs", "deferTools"] {
                     if !obj.contains_key(k) {
                         let v = match k {
                             "enabled" => Value::Bool(cfg.enabled),
                             "startupTimeoutMs" => Value::from(cfg.startup_timeout_ms),
+                            "deferTools" => Value::from(cfg.defer_tools.as_str()),
                             _ => Value::from(cfg.call_timeout_ms),
                         };
                         obj.insert(k.into(), v);
@@ -380,9 +386,28 @@ async fn view(state: &AppState, read: &Read) -> Value {
             }
             servers.insert(name.clone(), shown);
         }
+        // `status.deferred`: how many of each server's tools a new session would defer
+        // (from the saved catalogues; null when its tools are not known).
+        let creds = read.creds.as_ref().ok();
+        let known: Vec<_> = configs
+            .iter()
+            .filter(|c| c.enabled)
+            .filter_map(|c| {
+                let fp = settings::resolve(c, &env, creds?).ok()?.fingerprint;
+                let s = saved.get(&c.name).filter(|s| s.fingerprint == fp)?;
+                Some((c, s.catalogue.clone()))
+            })
+            .collect();
+        let deferred = crate::toolsearch::default_deferred(&known, budget_tokens);
+        for (name, shown) in servers.iter_mut() {
+            if let Some(st) = shown.get_mut("status").and_then(Value::as_object_mut) {
+                st.insert("deferred".into(), json!(deferred.get(name)));
+            }
+        }
     }
     json!({
         "retryMs": retry_ms,
+        "toolSearch": {"budgetTokens": budget_tokens},
         "revision": revision(&read.digest),
         "changed_on_disk": known != read.digest,
         "problems": read.problems,

@@ -509,7 +509,12 @@ pub fn tools(daemon: Option<&str>) -> i32 {
             }
         };
         let listed = c
-            .call(http::Method::GET, &format!("/sessions/{id}/tools"), None)
+            // Every tool, the deferred ones too (a person's listing, not a model's context).
+            .call(
+                http::Method::GET,
+                &format!("/sessions/{id}/tools?all=true"),
+                None,
+            )
             .await;
         let _ = c
             .call(http::Method::DELETE, &format!("/sessions/{id}"), None)

@@ -14,6 +14,8 @@
 //!   `mcp.<server>` (`bearer_token`, `header`, `env.<KEY>`, `oauth_client`, `oauth`);
 //!   `extensions.json` gets only references (`{"secret": "<key>"}`).
 //! - `retryMs`: a positive integer, or `null` for the default.
+//! - `toolSearch`: `{"budgetTokens": N}` (a positive integer, or `null` for the default), or
+//!   `null` for the defaults.
 //!
 //! Owns: that merge and its validation. Must not touch: files, connections.
 
@@ -62,7 +64,7 @@ pub struct Edited {
 }
 
 /// Fields a server may be given.
-const SERVER_FIELDS: [&str; 14] = [
+const SERVER_FIELDS: [&str; 15] = [
     "type",
     "url",
     "command",
@@ -77,6 +79,7 @@ const SERVER_FIELDS: [&str; 14] = [
     "disabledTools",
     "startupTimeoutMs",
     "callTimeoutMs",
+    "deferTools",
 ];
 
 /// Secrets a server may be given.
@@ -172,10 +175,10 @@ pub fn apply(
         .as_object()
         .ok_or_else(|| bad("(body)", "must be a JSON object"))?;
     for k in p.keys() {
-        if !["servers", "secrets", "retryMs"].contains(&k.as_str()) {
+        if !["servers", "secrets", "retryMs", "toolSearch"].contains(&k.as_str()) {
             return Err(bad(
                 k.as_str(),
-                "unknown field (expected `servers`, `secrets` or `retryMs`)",
+                "unknown field (expected `servers`, `secrets`, `retryMs` or `toolSearch`)",
             ));
         }
     }
@@ -208,6 +211,7 @@ pub fn apply(
                 mcp.insert("retryMs".into(), Value::from(n));
             }
         }
+        edit_tool_search(mcp, p.get("toolSearch"))?;
     }
     let mut edited = BTreeSet::new();
     if let Some(servers) = p.get("servers") {
@@ -267,6 +271,57 @@ pub fn apply(
     out.extensions = ext;
     out.creds = cr;
     Ok(out)
+}
+
+/// `toolSearch`: `{"budgetTokens": N | null}` merged over the stored one, or `null`.
+fn edit_tool_search(mcp: &mut Map<String, Value>, v: Option<&Value>) -> Result<(), PatchError> {
+    use super::settings::MAX_BUDGET_TOKENS;
+    let fields = match v {
+        None => return Ok(()),
+        Some(Value::Null) => {
+            mcp.remove("toolSearch");
+            return Ok(());
+        }
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(bad(
+                "toolSearch",
+                "must be an object ({\"budgetTokens\": N}) or null",
+            ))
+        }
+    };
+    for (k, v) in fields {
+        if k != "budgetTokens" {
+            return Err(bad(
+                format!("toolSearch.{k}"),
+                "unknown field (known: budgetTokens)",
+            ));
+        }
+        if !v.is_null()
+            && !v
+                .as_u64()
+                .is_some_and(|n| (1..=MAX_BUDGET_TOKENS).contains(&n))
+        {
+            return Err(bad(
+                "toolSearch.budgetTokens",
+                format!(
+                    "must be a positive integer of estimated tokens, at most {MAX_BUDGET_TOKENS}"
+                ),
+            ));
+        }
+    }
+    let ts = object_mut(mcp, "toolSearch");
+    for (k, v) in fields {
+        if v.is_null() {
+            ts.remove(k);
+        } else {
+            ts.insert(k.clone(), v.clone());
+        }
+    }
+    if ts.is_empty() {
+        mcp.remove("toolSearch");
+    }
+    Ok(())
 }
 
 fn edit_server(
@@ -410,6 +465,10 @@ fn check_field(server: &str, k: &str, v: &Value) -> Result<(), PatchError> {
         "enabled" => match v {
             Value::Bool(_) => Ok(()),
             _ => Err(bad(f, "must be true or false")),
+        },
+        "deferTools" => match v.as_str().and_then(super::settings::DeferTools::parse) {
+            Some(_) => Ok(()),
+            None => Err(bad(f, "must be \"auto\", \"never\" or \"always\"")),
         },
         "startupTimeoutMs" | "callTimeoutMs" => match v.as_u64() {
             Some(n) if (1..=MAX_RETRY_MS).contains(&n) => Ok(()),
@@ -1009,7 +1068,25 @@ mod tests {
                 json!({"secrets": {"ghost": {"bearer_token": "t"}}}),
                 "secrets.ghost",
             ),
+            (
+                json!({"servers": {"x": {"command": "a", "deferTools": "sometimes"}}}),
+                "servers.x.deferTools",
+            ),
             (json!({"retryMs": 0}), "retryMs"),
+            (
+                json!({"toolSearch": {"budgetTokens": 0}}),
+                "toolSearch.budgetTokens",
+            ),
+            (
+                json!({"toolSearch": {"budgetTokens": "5"}}),
+                "toolSearch.budgetTokens",
+            ),
+            (
+                json!({"toolSearch": {"budgetTokens": 10_000_001}}),
+                "toolSearch.budgetTokens",
+            ),
+            (json!({"toolSearch": {"size": 5}}), "toolSearch.size"),
+            (json!({"toolSearch": 5}), "toolSearch"),
             (json!({"retryMs": "5"}), "retryMs"),
             (json!({"sneaky": 1}), "sneaky"),
             (
@@ -1097,6 +1174,37 @@ mod tests {
             json!({"oauth_signed_out": true, "oauth_clients": []})
         );
         assert!(e.tried.is_empty(), "a sign-out alone is not tried");
+    }
+
+    #[test]
+    fn defer_tools_and_the_budget_are_set_and_reset() {
+        let e = run(
+            json!({"mcp": {"servers": {"x": {"command": "a"}}}}),
+            json!({}),
+            json!({"servers": {"x": {"deferTools": "always"}}, "toolSearch": {"budgetTokens": 500}}),
+        )
+        .unwrap();
+        assert_eq!(e.extensions["mcp"]["servers"]["x"]["deferTools"], "always");
+        assert_eq!(e.extensions["mcp"]["toolSearch"]["budgetTokens"], 500);
+        let m = parse_mcp(e.extensions.get("mcp")).unwrap();
+        assert_eq!(m.budget_tokens, 500);
+        assert_eq!(
+            m.servers[0].defer_tools,
+            super::super::settings::DeferTools::Always
+        );
+        let e = apply(
+            &e.extensions,
+            &e.creds,
+            &json!({"servers": {"x": {"deferTools": null}}, "toolSearch": null}),
+        )
+        .unwrap();
+        assert!(e.extensions["mcp"].get("toolSearch").is_none());
+        let m = parse_mcp(e.extensions.get("mcp")).unwrap();
+        assert_eq!(
+            m.budget_tokens,
+            super::super::settings::DEFAULT_BUDGET_TOKENS
+        );
+        assert_eq!(m.servers[0].defer_tools, Default::default());
     }
 
     #[test]

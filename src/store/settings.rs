@@ -25,6 +25,42 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_RETRY_MS: u64 = 30_000;
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+/// The default of `mcp.toolSearch.budgetTokens`: about 10 % of a 200k-token context.
+pub const DEFAULT_BUDGET_TOKENS: u64 = 20_000;
+/// The largest `mcp.toolSearch.budgetTokens` accepted.
+pub const MAX_BUDGET_TOKENS: u64 = 10_000_000;
+
+/// A server's `deferTools`: whether its tools may wait behind `mcp__search` (see
+/// [`crate::toolsearch`]). `auto` defers them once a session's tool schemas together pass
+/// the budget; `never` keeps them loaded; `always` defers them whatever the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferTools {
+    #[default]
+    Auto,
+    Never,
+    Always,
+}
+
+impl DeferTools {
+    /// `auto`, `never` or `always`.
+    pub fn parse(s: &str) -> Option<DeferTools> {
+        match s {
+            "auto" => Some(DeferTools::Auto),
+            "never" => Some(DeferTools::Never),
+            "always" => Some(DeferTools::Always),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeferTools::Auto => "auto",
+            DeferTools::Never => "never",
+            DeferTools::Always => "always",
+        }
+    }
+}
 /// The longest server name: `mcp__<server>__<tool>` must stay within 128 characters.
 pub const MAX_SERVER_NAME: usize = 48;
 
@@ -98,6 +134,10 @@ pub struct ServerConfig {
     pub disabled_tools: Vec<String>,
     pub startup_timeout_ms: u64,
     pub call_timeout_ms: u64,
+    /// `deferTools`. Not part of the fingerprint (nothing about the connection changes):
+    /// changing it keeps the server's connection and saved catalogue.
+    #[serde(skip)]
+    pub defer_tools: DeferTools,
 }
 
 /// The `mcp` section.
@@ -105,6 +145,9 @@ pub struct ServerConfig {
 pub struct McpSettings {
     pub servers: Vec<ServerConfig>,
     pub retry_ms: u64,
+    /// `toolSearch.budgetTokens`: the estimated tokens of tool schemas a session loads
+    /// before its `auto` servers' tools are deferred.
+    pub budget_tokens: u64,
     /// Fields we did not recognise: reported, never silently dropped.
     pub warnings: Vec<String>,
 }
@@ -269,6 +312,7 @@ pub fn parse_mcp_each(
 ) -> Result<(McpSettings, Vec<(String, SettingsError)>), SettingsError> {
     let mut out = McpSettings {
         retry_ms: DEFAULT_RETRY_MS,
+        budget_tokens: DEFAULT_BUDGET_TOKENS,
         ..Default::default()
     };
     let mut bad = Vec::new();
@@ -296,12 +340,33 @@ pub fn parse_mcp_each(
                     SettingsError::Section("`mcp.retryMs` must be a positive integer".into())
                 })?
             }
+            "toolSearch" => out.budget_tokens = parse_tool_search(v)?,
             other => out.warnings.push(format!(
                 "unknown field `mcp.{other}` in extensions.json is ignored"
             )),
         }
     }
     Ok((out, bad))
+}
+
+/// `mcp.toolSearch`: `{"budgetTokens": N}` (1 to [`MAX_BUDGET_TOKENS`]).
+fn parse_tool_search(v: &Value) -> Result<u64, SettingsError> {
+    let bad = || {
+        SettingsError::Section(format!(
+            "`mcp.toolSearch` must be {{\"budgetTokens\": N}} with N a positive integer of at most {MAX_BUDGET_TOKENS}"
+        ))
+    };
+    let obj = v.as_object().ok_or_else(bad)?;
+    if obj.keys().any(|k| k != "budgetTokens") {
+        return Err(bad());
+    }
+    match obj.get("budgetTokens") {
+        None | Some(Value::Null) => Ok(DEFAULT_BUDGET_TOKENS),
+        Some(n) => n
+            .as_u64()
+            .filter(|n| (1..=MAX_BUDGET_TOKENS).contains(n))
+            .ok_or_else(bad),
+    }
 }
 
 fn invalid(server: &str, message: impl Into<String>) -> SettingsError {
@@ -391,6 +456,7 @@ fn parse_server(
         "disabledTools",
         "startupTimeoutMs",
         "callTimeoutMs",
+        "deferTools",
     ];
     let transport = match ty {
         "stdio" => {
@@ -491,6 +557,15 @@ fn parse_server(
         None | Some(Value::Null) => Vec::new(),
         Some(v) => string_list(name, "disabledTools", v)?,
     };
+    let defer_tools = match obj.get("deferTools") {
+        None | Some(Value::Null) => DeferTools::Auto,
+        Some(v) => v.as_str().and_then(DeferTools::parse).ok_or_else(|| {
+            invalid(
+                name,
+                "`deferTools` must be \"auto\", \"never\" or \"always\"",
+            )
+        })?,
+    };
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
@@ -499,6 +574,7 @@ fn parse_server(
         disabled_tools,
         startup_timeout_ms: u64_field("startupTimeoutMs", DEFAULT_STARTUP_TIMEOUT_MS)?,
         call_timeout_ms: u64_field("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS)?,
+        defer_tools,
     })
 }
 

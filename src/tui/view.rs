@@ -128,6 +128,21 @@ pub fn state_text(s: &Value) -> String {
     t
 }
 
+/// The server's tools in a few words: how many, and how many a new session defers behind
+/// `mcp__search` (`status.deferred`), with its `deferTools`.
+pub fn tools_text(s: &Value) -> String {
+    let st = &s["status"];
+    let Some(n) = st["tools"].as_u64() else {
+        return "-".to_owned();
+    };
+    let policy = s["deferTools"].as_str().unwrap_or("auto");
+    match st["deferred"].as_u64() {
+        Some(d) if d > 0 => format!("{n}, {d} deferred behind mcp__search (deferTools {policy})"),
+        Some(_) => format!("{n}, none deferred (deferTools {policy})"),
+        None => format!("{n} (deferTools {policy})"),
+    }
+}
+
 /// The sign-in in a few words.
 pub fn auth_text(s: &Value) -> String {
     let a = &s["auth"];
@@ -266,6 +281,7 @@ fn draw_details(f: &mut Frame, app: &App, area: Rect) {
             Span::raw(format!("  {target}")),
         ]),
         Line::from(format!("state: {}", state_text(&s))),
+        Line::from(format!("tools: {}", tools_text(&s))),
         Line::from(format!("sign-in: {}", auth_text(&s))),
     ];
     let sec = &s["secrets"];
@@ -462,4 +478,22 @@ fn draw_login(f: &mut Frame, app: &App, area: Rect) {
             .block(Block::bordered().title(format!(" sign in to {} ", l.name))),
         r,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tools_text;
+    use serde_json::json;
+
+    #[test]
+    fn tools_text_says_how_many_are_deferred() {
+        let s = json!({"deferTools": "always", "status": {"tools": 12, "deferred": 12}});
+        assert_eq!(
+            tools_text(&s),
+            "12, 12 deferred behind mcp__search (deferTools always)"
+        );
+        let s = json!({"status": {"tools": 3, "deferred": 0}});
+        assert_eq!(tools_text(&s), "3, none deferred (deferTools auto)");
+        assert_eq!(tools_text(&json!({"status": {"tools": null}})), "-");
+    }
 }

@@ -9,7 +9,9 @@
 //! 1/16/256 calls in flight, each client, and the daemon's API), `real` (Python `mcp`,
 //! server-everything), `python` (the Python binding beside httpx directly, through
 //! `src/python/bench.py`), `session` (warm and cold session open), `large` (10 MiB results),
-//! `scale` (1,000 idle HTTP connections; 200 sessions x 5 stdio servers).
+//! `scale` (1,000 idle HTTP connections; 200 sessions x 5 stdio servers), `toolsearch`
+//! (deferred tools: the bytes advertised at open with 20 x 50 tools, search latency over
+//! 5,000 tools, ranking quality on `benches/tool-search-queries.json`; tool_search.rs).
 //!
 //! Every process it needs is this binary in a hidden mode, so what is measured is always the
 //! code it was built from: `__stdio-server`, `__http-server` (the minimal servers),
@@ -26,6 +28,7 @@ mod httpc;
 mod measure;
 mod procs;
 mod server;
+mod tool_search;
 
 use nix::libc;
 use procs::{Proc, Scratch};
@@ -71,7 +74,7 @@ fn main() {
         _ => match Opts::parse(&args[1..]) {
             Ok(o) => Bench::new(o).run(),
             Err(e) => {
-                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,python,session,large,scale] [--no-rmcp] [--no-ts]");
+                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,python,session,large,scale,toolsearch] [--no-rmcp] [--no-ts]");
                 2
             }
         },
@@ -319,7 +322,7 @@ impl Bench {
             eprintln!("albedo-mcp-bench: {e}");
             return 1;
         }
-        let steps: [(&str, Step); 6] = [
+        let steps: [(&str, Step); 7] = [
             ("roundtrip", |b| {
                 for rep in 0..b.opts.repeat {
                     b.roundtrip(rep);
@@ -334,6 +337,7 @@ impl Bench {
             ("session", Bench::session_open),
             ("large", Bench::large),
             ("scale", Bench::scale),
+            ("toolsearch", Bench::tool_search),
         ];
         for (name, step) in steps {
             if self.wants(name) {
@@ -828,7 +832,9 @@ impl Bench {
         for i in 0..self.sizes.warm_servers {
             servers.insert(
                 format!("w{i}"),
-                json!({"type": "stdio", "command": self.exe, "args": ["__stdio-server", "--tools", tools]}),
+                // Every tool listed at open, as before tool search (its own scenario
+                // measures deferral).
+                json!({"type": "stdio", "command": self.exe, "args": ["__stdio-server", "--tools", tools], "deferTools": "never"}),
             );
         }
         let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
@@ -1676,6 +1682,50 @@ impl Bench {
                 format!("{} idle HTTP connections: < 100 KiB each", r["connections"]),
                 k < 100.0,
                 format!("{k:.1} KiB"),
+            );
+        }
+        if let Some(r) = get("tool_search_open") {
+            let x = r["bytes_fewer_share"].as_f64().unwrap_or(0.0);
+            target(
+                format!(
+                    "tool search: >= 90 % fewer schema bytes at open ({} x {} tools)",
+                    r["servers"], r["tools_per_server"]
+                ),
+                x >= 0.9,
+                format!(
+                    "{:.1} % fewer ({} bytes deferred, {} not); {} server processes at open, {} with every tool loaded",
+                    x * 100.0,
+                    r["bytes_deferred"],
+                    r["bytes_never"],
+                    r["server_processes_deferred"],
+                    r["server_processes_never"]
+                ),
+            );
+        }
+        if let Some(r) = get("tool_search_latency") {
+            let p99 = r["search_p99_us"].as_f64().unwrap_or(f64::MAX);
+            target(
+                format!("tool search over {} tools: p99 < 1 ms", r["tools"]),
+                p99 < 1000.0,
+                format!(
+                    "p99 {p99:.0} us, p50 {:.0} us",
+                    r["search_p50_us"].as_f64().unwrap_or(0.0)
+                ),
+            );
+        }
+        if let Some(r) = get("tool_search_ranking") {
+            let x = r["top5_share"].as_f64().unwrap_or(0.0);
+            target(
+                format!(
+                    "tool search ranking: >= 90 % of {} queries in the top 5",
+                    r["queries"]
+                ),
+                x >= 0.9,
+                format!(
+                    "{:.1} % in the top 5, {:.1} % first",
+                    x * 100.0,
+                    r["top1_share"].as_f64().unwrap_or(0.0) * 100.0
+                ),
             );
         }
         for via in ["tcp", "socket"] {

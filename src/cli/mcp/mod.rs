@@ -454,7 +454,12 @@ async fn close_session(c: &DaemonClient, id: &str) {
 async fn tools(c: &DaemonClient, out: Out, name: Option<&str>) -> Result<i32, McpError> {
     let (id, view) = open_session(c).await?;
     let listed = c
-        .call(Method::GET, &format!("/sessions/{}/tools", seg(&id)), None)
+        // Every tool, the deferred ones too (a person's listing, not a model's context).
+        .call(
+            Method::GET,
+            &format!("/sessions/{}/tools?all=true", seg(&id)),
+            None,
+        )
         .await;
     close_session(c, &id).await;
     let listed = listed?;

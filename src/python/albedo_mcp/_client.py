@@ -62,6 +62,12 @@ class Tool:
         return self.inputSchema
 
     @property
+    def deferred(self) -> bool:
+        """Whether the daemon defers it for models (not in the session's loaded tool list
+        until a search or a call loads it); it can be called all the same."""
+        return self.raw.get("deferred") is True
+
+    @property
     def member(self) -> str:
         """Its name under `mcp.<server>`: the server's own tool name (`read_resource` and
         `get_prompt` for the built-in operations)."""
@@ -376,9 +382,10 @@ class McpSession:
     # -- the API -------------------------------------------------------------------------------
 
     async def tools(self, server: str | None = None) -> list[Tool]:
-        """The session's live operations (names, descriptions, servers, schemas); also
-        re-mints `mcp.<server>.<tool>`."""
-        r = await self._get(f"{self._prefix}/tools", "listing the tools")
+        """The session's live operations (names, descriptions, servers, schemas), also the
+        ones the daemon defers behind `mcp__search` for models (`Tool.deferred`: code has no
+        context to save, and calling one loads it); also re-mints `mcp.<server>.<tool>`."""
+        r = await self._get(f"{self._prefix}/tools?all=true", "listing the tools")
         body = _json_body(r)
         if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
             raise McpError("the daemon's tool list is not the documented JSON", status=r.status_code, body=body)

@@ -498,3 +498,25 @@ def test_httpx_is_the_only_real_dependency() -> None:
     meta = tomllib.loads((Path(albedo_mcp.__file__).parents[1] / "pyproject.toml").read_text())
     assert [d.split(">")[0].split("=")[0] for d in meta["project"]["dependencies"]] == ["httpx", "sniffio"]
     assert isinstance(httpx.__version__, str)
+
+
+async def test_tools_lists_deferred_tools_and_calls_them(fresh_daemon: Any) -> None:
+    """A session that defers every tool (behind `mcp__search`, for models): the binding is
+    code, so `tools()` lists them all, flagged, and a minted method calls one (loading it)."""
+    d: Daemon = fresh_daemon({"py": py_server(), "bt": fixture("binding_tools.py")})
+    r = d.api.post("/sessions", json={"defer_tools": "always"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    loaded = d.api.get(f"/sessions/{sid}/tools").json()["tools"]
+    assert [t["name"] for t in loaded] == ["mcp__search"]
+    async with albedo_mcp.connect(sid, **d.kwargs()) as mcp:
+        tools = await mcp.tools()
+        names = {t.name for t in tools}
+        assert "mcp__py__echo" in names and "mcp__search" not in names
+        assert all(t.deferred for t in tools)
+        assert (await mcp.py.echo(message="deferred")).text == "deferred"
+        listed = {t.name: t for t in await mcp.tools()}
+        assert not listed["mcp__py__echo"].deferred and listed["mcp__py__add"].deferred
+    loaded = [t["name"] for t in d.api.get(f"/sessions/{sid}/tools").json()["tools"]]
+    assert loaded == ["mcp__search", "mcp__py__echo"]
+    d.api.delete(f"/sessions/{sid}")

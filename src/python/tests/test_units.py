@@ -101,7 +101,7 @@ async def test_tools_of_another_extension_are_never_listed_minted_or_called() ->
     with pytest.raises(UnknownTool):
         await mcp.describe("editor__e__t")
     assert (await mcp.a.t()).isError is False
-    assert calls == ["GET /sessions/s1-x/tools", "POST /sessions/s1-x/tools/mcp__a__t/call"]
+    assert calls == ["GET /sessions/s1-x/tools?all=true", "POST /sessions/s1-x/tools/mcp__a__t/call"]
     await mcp.aclose()
 
 
