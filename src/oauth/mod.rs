@@ -47,6 +47,8 @@ pub mod client;
 pub mod discovery;
 mod fetch;
 pub mod flow;
+pub mod grant;
+pub mod jws;
 pub mod pkce;
 pub mod record;
 pub mod scope;
@@ -54,7 +56,7 @@ pub mod scope;
 pub use challenge::Challenge;
 pub use client::{AuthMethod, ClientRecord, ClientSource, ConfiguredClient};
 pub use discovery::{AuthServerMetadata, Discovery, ResourceMetadata};
-pub use fetch::Fetcher;
+pub use fetch::{usable_nonce, Fetcher};
 pub use flow::PendingSignIn;
 pub use record::TokenRecord;
 
@@ -187,6 +189,19 @@ pub enum OAuthError {
     BadTokenResponse(String),
     #[error("the authorization URL did not lead back to the redirect URI: {0}")]
     NotRedirected(String),
+    #[error(
+        "the authorization server refused the {grant} grant (HTTP {status}): {error}{}; not \
+         retried",
+        describe(.description)
+    )]
+    GrantRefused {
+        grant: String,
+        status: u16,
+        error: String,
+        description: Option<String>,
+    },
+    #[error("the client's key cannot be used: {0}")]
+    Key(String),
 }
 
 fn describe(d: &Option<String>) -> String {
