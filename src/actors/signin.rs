@@ -567,6 +567,8 @@ pub fn auth_view(
             )),
         ),
         (Some(_), None) => ("signed_in", None),
+        // A grant without a browser the authorization server refused: not tried again.
+        (None, Some(why)) => ("needs_sign_in", Some(why.to_owned())),
         (None, _) if signed_out => ("signed_out", None),
         (None, _) if needs => ("needs_sign_in", None),
         (None, _) => ("none", None),
@@ -577,8 +579,10 @@ pub fn auth_view(
             "source": r.client.source,
         })
     });
+    let grant = super::grants::grant_of(s.and_then(|s| s.get("oauth_client")));
     serde_json::json!({
         "state": state,
+        "grant": grant,
         "account": Value::Null,
         "expires_at": record.as_ref().and_then(|r| r.expires_at),
         "scope": record.as_ref().and_then(|r| r.scope.clone()),

@@ -1,0 +1,304 @@
+//! OAuth for services through the built daemon (issue 20): a server whose `oauth_client`
+//! names `grant: client_credentials` gets its token without a browser, against our own
+//! authorization server (`tests/servers/fastmcp_client_credentials.py`: FastMCP's bearer check
+//! in front, an authorization server that allows only the client credentials grant and counts
+//! its grants; no packaged server offers these grants).
+//!
+//! Tool calls go through with no sign-in; a token near its expiry is renewed once however many
+//! sessions call at once (counted at the authorization server); a refused grant
+//! (`unauthorized_client`) leaves the server out with the authorization server's words in its
+//! `auth.reason` and a warning in the log, and is not tried again; no secret, key or token
+//! reaches the log, an API answer or extensions.json. The settings refuse an unusable
+//! configuration naming its field.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "svc-secret-9f8e7d6c5b4a";
+
+/// Our authorization server and MCP server (see its docstring), recording in its folder.
+fn peer(extra: &[&str]) -> HttpPeer {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mut args = vec![
+        server_script("fastmcp_client_credentials.py"),
+        "--record-dir".into(),
+        d,
+        "--client-secret".into(),
+        SECRET.into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    HttpPeer::start_in(dir, &venv_python(), &args, "http")
+}
+
+fn count(peer: &HttpPeer, what: &str) -> u64 {
+    let c: Value =
+        serde_json::from_slice(&std::fs::read(peer.file("counts.json")).unwrap_or_default())
+            .unwrap_or(Value::Null);
+    c[what].as_u64().unwrap_or(0)
+}
+
+fn issued(peer: &HttpPeer) -> Vec<String> {
+    std::fs::read_to_string(peer.file("issued.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every answer's text, kept to look for secrets in it.
+struct Api<'a> {
+    d: &'a Daemon,
+    seen: std::cell::RefCell<String>,
+}
+
+impl Api<'_> {
+    fn req(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let r = self
+            .d
+            .request(method, path)
+            .timeout(Duration::from_secs(120));
+        let r = match body {
+            Some(b) => r.send_json(b),
+            None => r.call(),
+        };
+        let (st, text) = match r {
+            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(st, r)) => (st, r.into_string().unwrap_or_default()),
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        self.seen.borrow_mut().push_str(&text);
+        (st, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    fn patch(&self, body: Value) -> (u16, Value) {
+        self.req("PATCH", "/settings/mcp", Some(body))
+    }
+
+    fn auth(&self, name: &str) -> Value {
+        let (_, v) = self.req("GET", "/settings/mcp", None);
+        v["servers"][name]["auth"].clone()
+    }
+
+    fn session(&self) -> String {
+        let (st, v) = self.req("POST", "/sessions", Some(json!({})));
+        assert_eq!(st, 201, "{v}");
+        v["id"].as_str().unwrap().to_owned()
+    }
+
+    fn call(&self, id: &str, args: Value) -> (u16, Value) {
+        self.req(
+            "POST",
+            &format!("/sessions/{id}/tools/mcp__cc__echo/call"),
+            Some(json!({ "arguments": args })),
+        )
+    }
+}
+
+/// Save server `cc` with the client credentials grant (`secret` its client secret).
+fn save(api: &Api, url: &str, secret: &str) -> Value {
+    let (st, v) = api.patch(json!({
+        "servers": {"cc": {"type": "http", "url": url}},
+        "secrets": {"cc": {"oauth_client": {
+            "client_id": "svc-client", "client_secret": secret, "grant": "client_credentials"}}}
+    }));
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
+/// No secret (the client secret, every token granted) in the log, any answer, the settings or
+/// extensions.json.
+fn nothing_leaked(api: &Api, peer: &HttpPeer) {
+    let d = api.d;
+    let mut secrets = issued(peer);
+    secrets.push(SECRET.to_owned());
+    let (_, settings) = api.req("GET", "/settings/mcp", None);
+    let places = [
+        ("the daemon's log", d.log()),
+        ("an API answer", api.seen.borrow().clone()),
+        (
+            "extensions.json",
+            std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap_or_default(),
+        ),
+        ("GET /settings/mcp", settings.to_string()),
+    ];
+    for s in &secrets {
+        for (what, text) in &places {
+            assert!(!text.contains(s.as_str()), "a secret reached {what}");
+        }
+    }
+}
+
+#[test]
+fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurrent_calls() {
+    // 70 s tokens: fresh for 10 s, then renewed before use (the 60 s margin); each grant takes
+    // a second, so concurrent grants would overlap.
+    let peer = peer(&["--token-ttl", "70", "--grant-delay", "1"]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let v = save(&api, &peer.url, SECRET);
+    assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}");
+    let at = Instant::now();
+    let ids: Vec<String> = (0..4).map(|_| api.session()).collect();
+    for id in &ids {
+        let (st, v) = api.call(id, json!({"message": "a"}));
+        assert_eq!(st, 200, "{v}\n{}", d.log());
+        assert_eq!(v["content"][0]["text"], "a");
+    }
+    // Stored in the background.
+    assert!(wait_until(Duration::from_secs(10), || api.auth("cc")
+        ["state"]
+        == "signed_in"));
+    let auth = api.auth("cc");
+    assert_eq!(auth["grant"], "client_credentials", "{auth}");
+    assert!(auth["expires_at"].as_u64().is_some(), "{auth}");
+    assert_eq!(count(&peer, "authorize"), 0, "no browser grant was tried");
+    if at.elapsed() < Duration::from_secs(9) {
+        // One for the strict save's trial (creds.json did not hold the server yet), one for
+        // the sessions, whatever their number.
+        assert!(count(&peer, "grants") <= 2, "one token for the sessions");
+    }
+    let before = count(&peer, "grants");
+    std::thread::sleep(Duration::from_secs(11));
+    let barrier = std::sync::Barrier::new(ids.len());
+    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let hs: Vec<_> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let barrier = &barrier;
+                let d = &d;
+                s.spawn(move || {
+                    barrier.wait();
+                    d.call(id, "mcp__cc__echo", json!({"message": format!("m{i}")}))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, (st, v)) in answers.into_iter().enumerate() {
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["content"][0]["text"], format!("m{i}"), "{v}");
+    }
+    assert_eq!(
+        count(&peer, "grants"),
+        before + 1,
+        "one new grant for all the calls"
+    );
+    assert_eq!(count(&peer, "refused"), 0);
+    // The token is kept in creds.json (0600), never in extensions.json.
+    assert!(wait_until(Duration::from_secs(10), || {
+        let c: Value = serde_json::from_slice(
+            &std::fs::read(d.home.path().join("creds.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        c["mcp"]["cc"]["oauth"]["access_token"].as_str() == issued(&peer).last().map(|s| s.as_str())
+    }));
+    nothing_leaked(&api, &peer);
+}
+
+#[test]
+fn a_refused_grant_leaves_the_server_out_with_the_reason_and_is_not_tried_again() {
+    let peer = peer(&["--refuse-client", "svc-client"]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let v = save(&api, &peer.url, SECRET);
+    assert_eq!(v["tested"]["cc"]["state"], "needs_sign_in", "{v}");
+    let tried = v["tested"]["cc"]["last_error"].as_str().unwrap_or_default();
+    assert!(tried.contains("unauthorized_client"), "{v}");
+    // The strict save tried a configuration creds.json did not hold yet; the first session
+    // asks once more and keeps the refusal.
+    let id = api.session();
+    let (st, v) = api.call(&id, json!({"message": "x"}));
+    assert_ne!(st, 200, "{v}");
+    let refused = count(&peer, "refused");
+    assert!(refused <= 2, "{refused}");
+    let auth = api.auth("cc");
+    assert_eq!(auth["state"], "needs_sign_in", "{auth}");
+    let reason = auth["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("unauthorized_client") && reason.contains("client_credentials"),
+        "{auth}"
+    );
+    assert!(reason.contains("not retried"), "{auth}");
+    // Sessions leave it out, and their calls do not run; the grant is not asked again.
+    for _ in 0..2 {
+        let id = api.session();
+        let (st, v) = api.call(&id, json!({"message": "x"}));
+        assert_ne!(st, 200, "{v}");
+    }
+    assert_eq!(
+        count(&peer, "refused"),
+        refused,
+        "the refused grant was tried again"
+    );
+    assert_eq!(count(&peer, "grants"), 0);
+    assert!(
+        d.log().contains("refused the grant"),
+        "no warning in the log"
+    );
+    // A new configuration (a client the server allows) gets a new try.
+    let (st, v) = api.patch(json!({"secrets": {"cc": {"oauth_client": {"client_id": "other"}}}}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(api.auth("cc")["state"], "needs_sign_in");
+    nothing_leaked(&api, &peer);
+}
+
+#[test]
+fn the_settings_refuse_an_unusable_service_configuration_naming_the_field() {
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let (st, v) = api.patch(json!({"servers": {"x": {"type": "http",
+        "url": "http://127.0.0.1:9/mcp", "enabled": false}}}));
+    assert_eq!(st, 200, "{v}");
+    for (client, field) in [
+        (
+            json!({"client_id": "a", "grant": "password"}),
+            "secrets.x.oauth_client.grant",
+        ),
+        (
+            json!({"client_id": "a", "grant": "client_credentials"}),
+            "secrets.x.oauth_client.grant",
+        ),
+        (
+            json!({"client_id": "a", "grant": "client_credentials",
+                   "private_key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}),
+            "secrets.x.oauth_client.private_key",
+        ),
+        (
+            json!({"grant": "jwt_bearer", "workload_token_file": "relative/token"}),
+            "secrets.x.oauth_client.workload_token_file",
+        ),
+        (
+            json!({"grant": "jwt_bearer"}),
+            "secrets.x.oauth_client.grant",
+        ),
+        (
+            json!({"client_id": "a", "grant": "jwt_bearer",
+                   "token_exchange": {"idp_token_endpoint": "ftp://idp/token", "id_token_file": "/t"}}),
+            "secrets.x.oauth_client.token_exchange.idp_token_endpoint",
+        ),
+    ] {
+        let (st, v) = api.patch(json!({"secrets": {"x": {"oauth_client": client}}}));
+        assert_eq!(st, 400, "{v}");
+        assert_eq!(v["error"]["field"], field, "{v}");
+    }
+    // A workload identity configuration is saved to creds.json, nothing of it elsewhere.
+    let (st, v) = api.patch(json!({"secrets": {"x": {"oauth_client": {
+        "grant": "jwt_bearer", "workload_token_file": "/var/run/secrets/tokens/mcp"}}}}));
+    assert_eq!(st, 200, "{v}");
+    let ext = std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap();
+    assert!(!ext.contains("workload_token_file"), "{ext}");
+    assert_eq!(api.auth("x")["grant"], "jwt_bearer");
+}
