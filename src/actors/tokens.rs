@@ -573,6 +573,35 @@ mod tests {
     }
 
     #[actix_rt::test]
+    async fn a_dpop_bound_record_gives_a_token_with_its_prover() {
+        let home = home_with_record("http://127.0.0.1:9/token", crate::oauth::now_secs() + 3600);
+        let path = home.path().join("creds.json");
+        let mut creds: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let key = crate::oauth::jws::DpopKey::generate().unwrap();
+        creds["mcp"]["s"]["oauth"]["token_type"] = "DPoP".into();
+        creds["mcp"]["s"]["oauth"]["dpop_key"] = serde_json::to_value(&key).unwrap();
+        crate::store::files::write_atomic(&path, creds.to_string().as_bytes(), 0o600).unwrap();
+        let book = TokenBook::new(home.path().to_path_buf(), tls());
+        let Bearer::Token(t) = book.bearer("s", "http://127.0.0.1:9/mcp").await else {
+            panic!("no token")
+        };
+        assert_eq!(t.expose(), "old-token");
+        let prove = t.prover.clone().expect("a DPoP-bound token has a prover");
+        let proof = prove("POST", Some("n")).unwrap();
+        let claims: Value = serde_json::from_slice(
+            &base64::Engine::decode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                proof.split('.').nth(1).unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(claims["htu"], "http://127.0.0.1:9/mcp");
+        assert_eq!(claims["nonce"], "n");
+        assert!(!format!("{t:?}").contains("old-token"));
+    }
+
+    #[actix_rt::test]
     async fn a_refused_refresh_needs_a_sign_in_and_is_not_tried_again() {
         let (endpoint, count) = token_endpoint(true).await;
         let home = home_with_record(&endpoint, crate::oauth::now_secs() + 3600);

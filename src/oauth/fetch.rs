@@ -367,6 +367,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_dpop_nonce_is_kept_only_within_its_bound() {
+        assert!(usable_nonce(&"n".repeat(MAX_NONCE_BYTES)));
+        assert!(!usable_nonce(&"n".repeat(MAX_NONCE_BYTES + 1)));
+        assert!(!usable_nonce("a b") && !usable_nonce("") && !usable_nonce("a\"b"));
+    }
+
+    #[test]
     fn urls_are_shown_without_query_or_userinfo() {
         let u = Url::parse("https://u:p@as.example.com/authorize?code=abc&state=x#f").unwrap();
         assert_eq!(shown(&u), "https://as.example.com/authorize");

@@ -1328,6 +1328,16 @@ mod tests {
             );
             assert!(!err.to_string().contains("PRIVATE"));
         }
+        let big = format!("{pem}{}", " ".repeat(MAX_PRIVATE_KEY_BYTES));
+        let err = run(
+            ext.clone(),
+            json!({}),
+            json!({"secrets": {"w": {"oauth_client": {"client_id": "a",
+                "grant": "client_credentials", "private_key": big}}}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "secrets.w.oauth_client.private_key");
+        assert!(err.message.contains("16384"), "{err}");
         let e = run(
             ext,
             json!({}),

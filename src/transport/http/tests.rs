@@ -1424,3 +1424,13 @@ async fn a_dpop_token_goes_with_a_proof_per_request_and_a_nonce_challenge_is_ans
     assert_eq!(last.header("authorization"), Some("Bearer plain-2"));
     assert_eq!(last.header("dpop"), None);
 }
+
+#[test]
+fn a_dpop_nonce_is_kept_only_within_its_bound() {
+    assert!(usable_nonce("n-1_ok~"));
+    assert!(usable_nonce(&"a".repeat(MAX_NONCE_BYTES)));
+    assert!(!usable_nonce(&"a".repeat(MAX_NONCE_BYTES + 1)));
+    for bad in ["", "a b", "a\"b", "a\\b", "a\u{7f}", "é"] {
+        assert!(!usable_nonce(bad), "{bad:?}");
+    }
+}
