@@ -4,7 +4,8 @@
 //! in front, an authorization server that allows only the client credentials grant and counts
 //! its grants; no packaged server offers these grants).
 //!
-//! Tool calls go through with no sign-in; a token near its expiry is renewed once however many
+//! Tool calls go through with no sign-in (client credentials; and the JWT bearer grant with a
+//! workload token file, read again on each use); a token near its expiry is renewed once however many
 //! sessions call at once (counted at the authorization server); a refused grant
 //! (`unauthorized_client`) leaves the server out with the authorization server's words in its
 //! `auth.reason` and a warning in the log, and is not tried again; no secret, key or token
@@ -301,4 +302,66 @@ fn the_settings_refuse_an_unusable_service_configuration_naming_the_field() {
     let ext = std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap();
     assert!(!ext.contains("workload_token_file"), "{ext}");
     assert_eq!(api.auth("x")["grant"], "jwt_bearer");
+}
+
+#[test]
+fn a_workload_token_file_is_exchanged_with_the_jwt_bearer_grant_and_read_on_each_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = dir.path().join("trusted");
+    let workload = dir.path().join("workload-token");
+    let first = "workload-jwt-aaaaaaaaaaaaaaaa";
+    std::fs::write(&trusted, first).unwrap();
+    std::fs::write(&workload, format!("{first}\n")).unwrap();
+    let peer = peer(&[
+        "--jwt-bearer-file",
+        trusted.to_str().unwrap(),
+        "--token-ttl",
+        "3600",
+    ]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let (st, v) = api.patch(json!({
+        "servers": {"cc": {"type": "http", "url": peer.url}},
+        "secrets": {"cc": {"oauth_client": {"grant": "jwt_bearer",
+            "workload_token_file": workload.to_str().unwrap()}}}
+    }));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}");
+    let id = api.session();
+    let (st, v) = api.call(&id, json!({"message": "w"}));
+    assert_eq!(st, 200, "{v}\n{}", d.log());
+    assert!(count(&peer, "jwt_bearer") >= 1);
+    assert_eq!(count(&peer, "grants"), 0, "no client credentials grant");
+    assert!(wait_until(Duration::from_secs(10), || api.auth("cc")
+        ["state"]
+        == "signed_in"));
+    assert_eq!(api.auth("cc")["grant"], "jwt_bearer");
+    // The platform rotates the token; signing out drops the stored one, and the next dial
+    // reads the file again.
+    let second = "workload-jwt-bbbbbbbbbbbbbbbb";
+    std::fs::write(&trusted, second).unwrap();
+    std::fs::write(&workload, second).unwrap();
+    let before = count(&peer, "jwt_bearer");
+    let (st, v) = api.patch(json!({"secrets": {"cc": {"oauth": null}}}));
+    assert_eq!(st, 200, "{v}");
+    let id = api.session();
+    let (st, v) = api.call(&id, json!({"message": "x"}));
+    assert_eq!(st, 200, "{v}\n{}", d.log());
+    assert!(count(&peer, "jwt_bearer") > before);
+    assert_eq!(count(&peer, "refused"), 0);
+    let mut secrets = issued(&peer);
+    secrets.extend([first.to_owned(), second.to_owned()]);
+    let places = [
+        d.log(),
+        api.seen.borrow().clone(),
+        std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap_or_default(),
+    ];
+    for s in &secrets {
+        for text in &places {
+            assert!(!text.contains(s.as_str()), "a secret leaked");
+        }
+    }
 }

@@ -10,7 +10,8 @@ without a valid token); two custom routes are the authorization server:
                                               ["client_credentials"] (an authorization_endpoint
                                               is listed, as albedo's discovery requires, and
                                               refuses every request: no browser grant here)
-    /token   client_credentials only (any other grant: 400 unsupported_grant_type), the client
+    /token   client_credentials only (any other grant: 400 unsupported_grant_type; see
+             --jwt-bearer-file), the client
              authenticated with client_secret_basic or client_secret_post; a client named by
              --refuse-client is answered 400 unauthorized_client, a wrong secret 401
              invalid_client. Tokens are random, live --token-ttl seconds (`expires_in`).
@@ -19,6 +20,12 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_client_cr
     --port N / --host H / --port-file FILE   as the other test servers (_listen.py)
     --client-id ID --client-secret S         the one client (default svc-client / svc-secret)
     --refuse-client ID                       answer this client unauthorized_client
+    --jwt-bearer-file FILE                   also allow the JWT bearer grant
+                                             (urn:ietf:params:oauth:grant-type:jwt-bearer), for
+                                             an `assertion` equal to FILE's text as it is at the
+                                             request (the stand-in for a workload identity
+                                             issuer this server trusts); another assertion is
+                                             400 invalid_grant
     --token-ttl SECS                         default 3600
     --grant-delay SECS                       wait this long in each grant (default 0), so that
                                              concurrent grants would overlap
@@ -53,7 +60,7 @@ from starlette.responses import JSONResponse  # noqa: E402
 class Record:
     def __init__(self, folder: str | None):
         self.folder = folder
-        self.counts = {"grants": 0, "refused": 0, "authorize": 0}
+        self.counts = {"grants": 0, "refused": 0, "authorize": 0, "jwt_bearer": 0}
         self._write()
 
     def bump(self, what: str) -> None:
@@ -109,7 +116,8 @@ def build(base: str, args, rec: Record) -> FastMCP:
                 "issuer": base,
                 "authorization_endpoint": f"{base}/authorize",
                 "token_endpoint": f"{base}/token",
-                "grant_types_supported": ["client_credentials"],
+                "grant_types_supported": ["client_credentials"]
+                + (["urn:ietf:params:oauth:grant-type:jwt-bearer"] if args.jwt_bearer_file else []),
                 "token_endpoint_auth_methods_supported": [
                     "client_secret_basic",
                     "client_secret_post",
@@ -127,6 +135,17 @@ def build(base: str, args, rec: Record) -> FastMCP:
     @mcp.custom_route("/token", methods=["POST"])
     async def token(request: Request) -> JSONResponse:
         form = await request.form()
+        jwt_bearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+        if args.jwt_bearer_file and form.get("grant_type") == jwt_bearer:
+            with open(args.jwt_bearer_file) as f:
+                trusted = f.read().strip()
+            if form.get("assertion") != trusted:
+                rec.bump("refused")
+                return error(400, "invalid_grant", "the assertion is not trusted")
+            t = tokens.grant("workload", args.token_ttl)
+            rec.issued(t)
+            rec.bump("jwt_bearer")
+            return JSONResponse({"access_token": t, "token_type": "Bearer", "expires_in": args.token_ttl})
         if form.get("grant_type") != "client_credentials":
             rec.bump("refused")
             return error(400, "unsupported_grant_type", "only client_credentials")
@@ -173,6 +192,7 @@ def main() -> None:
     ap.add_argument("--client-id", default="svc-client")
     ap.add_argument("--client-secret", default="svc-secret")
     ap.add_argument("--refuse-client")
+    ap.add_argument("--jwt-bearer-file")
     ap.add_argument("--token-ttl", type=int, default=3600)
     ap.add_argument("--grant-delay", type=float, default=0.0)
     ap.add_argument("--record-dir")
