@@ -158,6 +158,10 @@ fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurren
     let auth = api.auth("cc");
     assert_eq!(auth["grant"], "client_credentials", "{auth}");
     assert!(auth["expires_at"].as_u64().is_some(), "{auth}");
+    // There is no browser sign-in for it.
+    let (st, v) = api.req("PUT", "/auth/logins/mcp:cc", Some(json!({})));
+    assert_eq!(st, 409, "{v}");
+    assert_eq!(v["error"]["code"], "no_sign_in", "{v}");
     assert_eq!(count(&peer, "authorize"), 0, "no browser grant was tried");
     if at.elapsed() < Duration::from_secs(9) {
         // One for the strict save's trial (creds.json did not hold the server yet), one for

@@ -78,6 +78,11 @@ pub enum SignInError {
     NotPending(String),
     #[error("the callback was refused: {0}")]
     BadCallback(String),
+    #[error(
+        "server {server:?} gets its token with the {grant} grant (oauth_client.grant), without \
+         a browser: there is no sign-in"
+    )]
+    ServiceGrant { server: String, grant: String },
 }
 
 struct Login {
@@ -171,6 +176,13 @@ fn setup(home: &std::path::Path, server: &str) -> Result<Setup, SignInError> {
         .map_err(|e| SignInError::Settings(e.to_string()))?;
     let creds = Credentials::load(home).map_err(|e| SignInError::Settings(e.to_string()))?;
     let s = creds.raw.get("mcp").and_then(|m| m.get(server));
+    let grant = super::grants::grant_of(s.and_then(|s| s.get("oauth_client")));
+    if grant != "authorization_code" {
+        return Err(SignInError::ServiceGrant {
+            server: server.to_owned(),
+            grant: grant.to_owned(),
+        });
+    }
     let configured = s
         .and_then(|s| s.get("oauth_client"))
         .and_then(|c| serde_json::from_value::<ConfiguredClient>(c.clone()).ok());
