@@ -5,7 +5,8 @@
 //! its grants; no packaged server offers these grants).
 //!
 //! Tool calls go through with no sign-in (client credentials; and the JWT bearer grant with a
-//! workload token file, read again on each use); a token near its expiry is renewed once however many
+//! workload token file, read again on each use; DPoP-bound, with a fresh proof per request and
+//! the nonces of the authorization server and the MCP endpoint honoured); a token near its expiry is renewed once however many
 //! sessions call at once (counted at the authorization server); a refused grant
 //! (`unauthorized_client`) leaves the server out with the authorization server's words in its
 //! `auth.reason` and a warning in the log, and is not tried again; no secret, key or token
@@ -368,4 +369,59 @@ fn a_workload_token_file_is_exchanged_with_the_jwt_bearer_grant_and_read_on_each
             assert!(!text.contains(s.as_str()), "a secret leaked");
         }
     }
+}
+
+#[test]
+fn a_dpop_bound_token_goes_with_a_fresh_proof_on_every_request_and_nonces_are_honoured() {
+    // The authorization server and the MCP endpoint both demand DPoP and a nonce.
+    let peer = peer(&["--dpop", "--dpop-nonce", "nonce-from-the-server"]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let v = save(&api, &peer.url, SECRET);
+    assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}\n{}", d.log());
+    let id = api.session();
+    for m in ["a", "b"] {
+        let (st, v) = api.call(&id, json!({"message": m}));
+        assert_eq!(st, 200, "{v}\n{}", d.log());
+        assert_eq!(v["content"][0]["text"], m);
+    }
+    assert!(
+        count(&peer, "as_nonce") >= 1,
+        "the token endpoint's nonce was asked for"
+    );
+    assert!(
+        count(&peer, "rs_nonce") >= 1,
+        "the MCP endpoint's nonce was asked for"
+    );
+    assert!(count(&peer, "dpop_ok") >= 3, "requests with valid proofs");
+    assert_eq!(
+        count(&peer, "dpop_bad"),
+        0,
+        "a missing, replayed or bad proof"
+    );
+    // The key is kept with the token it is bound to, in creds.json only.
+    let mut key = String::new();
+    assert!(wait_until(Duration::from_secs(10), || {
+        let c: Value = serde_json::from_slice(
+            &std::fs::read(d.home.path().join("creds.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        let r = &c["mcp"]["cc"]["oauth"];
+        key = r["dpop_key"]["pkcs8"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        r["token_type"] == "DPoP" && !key.is_empty()
+    }));
+    for text in [
+        d.log(),
+        api.seen.borrow().clone(),
+        std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap_or_default(),
+    ] {
+        assert!(!text.contains(&key), "the DPoP key leaked");
+    }
+    nothing_leaked(&api, &peer);
 }

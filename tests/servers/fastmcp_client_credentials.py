@@ -29,7 +29,20 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_client_cr
     --token-ttl SECS                         default 3600
     --grant-delay SECS                       wait this long in each grant (default 0), so that
                                              concurrent grants would overlap
-    --record-dir DIR                         DIR/counts.json: {"grants", "refused", "authorize"}
+    --dpop                                   DPoP (RFC 9449): the metadata lists ES256 in
+                                             dpop_signing_alg_values_supported, a grant needs a
+                                             valid proof (PyJWT verifies it: typ, jwk, signature,
+                                             htm, htu, iat, a new jti) and gets a token_type DPoP
+                                             token bound to the proof key's thumbprint; the MCP
+                                             endpoint then takes only `Authorization: DPoP` with
+                                             a valid proof (and ath, and the bound key), else 401
+    --dpop-nonce N                           with --dpop: the token endpoint answers a proof
+                                             without nonce N 400 use_dpop_nonce, the MCP endpoint
+                                             401 `DPoP error="use_dpop_nonce"`, both with
+                                             `DPoP-Nonce: N`
+    --record-dir DIR                         DIR/counts.json: {"grants", "refused", "authorize",
+                                             "jwt_bearer", "dpop_ok", "dpop_bad", "as_nonce",
+                                             "rs_nonce"}
                                              kept up to date; every token granted appended to
                                              DIR/issued.txt
 Tools: echo(message) -> message; add(a, b) -> a + b.
@@ -40,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import secrets
@@ -51,6 +65,8 @@ from _listen import listen
 os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
+import jwt  # noqa: E402  (PyJWT, with cryptography)
+import uvicorn  # noqa: E402
 from fastmcp import FastMCP  # noqa: E402
 from fastmcp.server.auth.auth import AccessToken, RemoteAuthProvider, TokenVerifier  # noqa: E402
 from starlette.requests import Request  # noqa: E402
@@ -60,7 +76,16 @@ from starlette.responses import JSONResponse  # noqa: E402
 class Record:
     def __init__(self, folder: str | None):
         self.folder = folder
-        self.counts = {"grants": 0, "refused": 0, "authorize": 0, "jwt_bearer": 0}
+        self.counts = {
+            "grants": 0,
+            "refused": 0,
+            "authorize": 0,
+            "jwt_bearer": 0,
+            "dpop_ok": 0,
+            "dpop_bad": 0,
+            "as_nonce": 0,
+            "rs_nonce": 0,
+        }
         self._write()
 
     def bump(self, what: str) -> None:
@@ -87,6 +112,7 @@ class Tokens(TokenVerifier):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.live: dict[str, tuple[str, int]] = {}
+        self.bound: dict[str, str] = {}
 
     def grant(self, client_id: str, ttl: int) -> str:
         token = "cc-" + secrets.token_urlsafe(24)
@@ -100,11 +126,104 @@ class Tokens(TokenVerifier):
         return AccessToken(token=token, client_id=found[0], scopes=[], expires_at=found[1])
 
 
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def thumbprint(jwk: dict) -> str:
+    """RFC 7638 of an EC key."""
+    canon = json.dumps(
+        {"crv": jwk["crv"], "kty": jwk["kty"], "x": jwk["x"], "y": jwk["y"]},
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+    return b64url(hashlib.sha256(canon.encode()).digest())
+
+
+SEEN_JTI: set[str] = set()
+
+
+def check_proof(proof: str | None, method: str, url: str, token: str | None) -> tuple[dict, str]:
+    """A DPoP proof checked (RFC 9449 section 4.3): its claims and its key's thumbprint."""
+    if not proof or "," in proof:
+        raise ValueError("no single DPoP proof")
+    head = jwt.get_unverified_header(proof)
+    if head.get("typ") != "dpop+jwt" or head.get("alg") != "ES256":
+        raise ValueError("typ/alg")
+    jwk = head.get("jwk") or {}
+    if "d" in jwk:
+        raise ValueError("private key in jwk")
+    key = jwt.PyJWK(jwk, "ES256")
+    claims = jwt.decode(proof, key.key, algorithms=["ES256"], options={"verify_aud": False})
+    if claims.get("htm") != method or claims.get("htu") != url:
+        raise ValueError(f"htm/htu {claims.get('htm')} {claims.get('htu')}")
+    if abs(time.time() - claims.get("iat", 0)) > 300:
+        raise ValueError("iat")
+    jti = claims.get("jti")
+    if not isinstance(jti, str) or jti in SEEN_JTI:
+        raise ValueError("jti replayed")
+    SEEN_JTI.add(jti)
+    if token is not None:
+        if claims.get("ath") != b64url(hashlib.sha256(token.encode()).digest()):
+            raise ValueError("ath")
+    return claims, thumbprint(jwk)
+
+
+class DpopGate:
+    """In front of the whole app: `Authorization: DPoP` with a valid proof becomes the bearer
+    FastMCP checks; anything else at /mcp is refused with a DPoP challenge."""
+
+    def __init__(self, app, base: str, args, rec, tokens):
+        self.app, self.base, self.args, self.rec, self.tokens = app, base, args, rec, tokens
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            return await self.app(scope, receive, send)
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        auth = headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        challenge = f'DPoP resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
+        try:
+            if scheme.lower() != "dpop":
+                raise ValueError("not the DPoP scheme")
+            claims, jkt = check_proof(
+                headers.get("dpop"), scope["method"], f"{self.base}/mcp", token
+            )
+            if self.tokens.bound.get(token) != jkt:
+                raise ValueError("not the key the token is bound to")
+        except Exception as e:  # noqa: BLE001  (any bad proof is a 401)
+            self.rec.bump("dpop_bad")
+            return await reply(send, 401, {"error": "invalid_token", "error_description": str(e)},
+                               [("www-authenticate", challenge)])
+        if self.args.dpop_nonce and claims.get("nonce") != self.args.dpop_nonce:
+            self.rec.bump("rs_nonce")
+            return await reply(send, 401, {"error": "use_dpop_nonce"}, [
+                ("www-authenticate", 'DPoP error="use_dpop_nonce"'),
+                ("dpop-nonce", self.args.dpop_nonce),
+            ])
+        self.rec.bump("dpop_ok")
+        scope = dict(scope)
+        scope["headers"] = [
+            (k, f"Bearer {token}".encode() if k.lower() == b"authorization" else v)
+            for k, v in scope["headers"]
+            if k.lower() != b"dpop"
+        ]
+        return await self.app(scope, receive, send)
+
+
+async def reply(send, status: int, body: dict, headers: list) -> None:
+    raw = json.dumps(body).encode()
+    hs = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    hs += [(k.encode(), v.encode()) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": hs})
+    await send({"type": "http.response.body", "body": raw})
+
+
 def error(status: int, code: str, description: str) -> JSONResponse:
     return JSONResponse({"error": code, "error_description": description}, status_code=status)
 
 
-def build(base: str, args, rec: Record) -> FastMCP:
+def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
     tokens = Tokens(base_url=base)
     auth = RemoteAuthProvider(token_verifier=tokens, authorization_servers=[base], base_url=base)
     mcp = FastMCP("fastmcp-client-credentials", version="1.0.0", auth=auth)
@@ -124,6 +243,7 @@ def build(base: str, args, rec: Record) -> FastMCP:
                 ],
                 "response_types_supported": ["code"],
                 "code_challenge_methods_supported": ["S256"],
+                **({"dpop_signing_alg_values_supported": ["ES256"]} if args.dpop else {}),
             }
         )
 
@@ -163,11 +283,29 @@ def build(base: str, args, rec: Record) -> FastMCP:
         if client_id != args.client_id or secret != args.client_secret:
             rec.bump("refused")
             return error(401, "invalid_client", "unknown client or wrong secret")
+        jkt = None
+        if args.dpop:
+            try:
+                claims, jkt = check_proof(request.headers.get("dpop"), "POST", f"{base}/token", None)
+            except Exception as e:  # noqa: BLE001
+                rec.bump("dpop_bad")
+                return error(400, "invalid_dpop_proof", str(e))
+            if args.dpop_nonce and claims.get("nonce") != args.dpop_nonce:
+                rec.bump("as_nonce")
+                r = error(400, "use_dpop_nonce", "a nonce is required")
+                r.headers["DPoP-Nonce"] = args.dpop_nonce
+                return r
         t = tokens.grant(client_id, args.token_ttl)
+        if jkt:
+            tokens.bound[t] = jkt
         rec.issued(t)
         rec.bump("grants")
         return JSONResponse(
-            {"access_token": t, "token_type": "Bearer", "expires_in": args.token_ttl},
+            {
+                "access_token": t,
+                "token_type": "DPoP" if jkt else "Bearer",
+                "expires_in": args.token_ttl,
+            },
             headers={"Cache-Control": "no-store"},
         )
 
@@ -181,7 +319,7 @@ def build(base: str, args, rec: Record) -> FastMCP:
         """Add two integers."""
         return a + b
 
-    return mcp
+    return mcp, tokens
 
 
 def main() -> None:
@@ -193,6 +331,8 @@ def main() -> None:
     ap.add_argument("--client-secret", default="svc-secret")
     ap.add_argument("--refuse-client")
     ap.add_argument("--jwt-bearer-file")
+    ap.add_argument("--dpop", action="store_true")
+    ap.add_argument("--dpop-nonce")
     ap.add_argument("--token-ttl", type=int, default=3600)
     ap.add_argument("--grant-delay", type=float, default=0.0)
     ap.add_argument("--record-dir")
@@ -201,16 +341,22 @@ def main() -> None:
     sock = listen("fastmcp_client_credentials", args.host, args.port, args.port_file)
     port = sock.getsockname()[1]
     rec = Record(args.record_dir)
-    server = build(f"http://{args.host}:{port}", args, rec)
-    server.run(
-        "http",
-        show_banner=False,
-        host=args.host,
-        port=port,
-        log_level=args.log_level,
-        path="/mcp",
-        sockets=[sock],
-    )
+    base = f"http://{args.host}:{port}"
+    server, tokens = build(base, args, rec)
+    if not args.dpop:
+        server.run(
+            "http",
+            show_banner=False,
+            host=args.host,
+            port=port,
+            log_level=args.log_level,
+            path="/mcp",
+            sockets=[sock],
+        )
+        return
+    app = DpopGate(server.http_app(path="/mcp"), base, args, rec, tokens)
+    config = uvicorn.Config(app, log_level=args.log_level.lower(), lifespan="on")
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
 
 
 if __name__ == "__main__":
