@@ -4,7 +4,9 @@
 //! in front, an authorization server that allows only the client credentials grant and counts
 //! its grants; no packaged server offers these grants).
 //!
-//! Tool calls go through with no sign-in (client credentials; and the JWT bearer grant with a
+//! Tool calls go through with no sign-in (client credentials with a secret, or
+//! `private_key_jwt` with an ES256 key file or an RS256 PEM in creds.json, keys made by
+//! `openssl genpkey`; and the JWT bearer grant with a
 //! workload token file, read again on each use; DPoP-bound, with a fresh proof per request and
 //! the nonces of the authorization server and the MCP endpoint honoured); a token near its expiry is renewed once however many
 //! sessions call at once (counted at the authorization server); a refused grant
@@ -424,4 +426,92 @@ fn a_dpop_bound_token_goes_with_a_fresh_proof_on_every_request_and_nonces_are_ho
         assert!(!text.contains(&key), "the DPoP key leaked");
     }
     nothing_leaked(&api, &peer);
+}
+
+/// A key pair made with openssl in `dir`: (private PKCS#8 PEM, public PEM).
+fn key_pair(dir: &std::path::Path, kind: &str) -> (String, std::path::PathBuf) {
+    let private = dir.join(format!("{kind}.pem"));
+    let public = dir.join(format!("{kind}.pub.pem"));
+    let algo: &[&str] = if kind == "ec" {
+        &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]
+    } else {
+        &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]
+    };
+    let ok = std::process::Command::new("openssl")
+        .arg("genpkey")
+        .args(algo)
+        .arg("-out")
+        .arg(&private)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "openssl genpkey");
+    let ok = std::process::Command::new("openssl")
+        .args(["pkey", "-pubout", "-in"])
+        .arg(&private)
+        .arg("-out")
+        .arg(&public)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "openssl pkey -pubout");
+    (std::fs::read_to_string(&private).unwrap(), public)
+}
+
+#[test]
+fn private_key_jwt_from_a_key_file_and_from_a_stored_pem() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let mut pems = Vec::new();
+    for (kind, name) in [("ec", "ec"), ("rsa", "rs")] {
+        let (pem, public) = key_pair(dir.path(), kind);
+        let peer = peer(&["--client-public-key", public.to_str().unwrap()]);
+        // ES256 from a file the daemon reads on each use; RS256 from a PEM in creds.json.
+        let client = if kind == "ec" {
+            let path = dir.path().join("ec.pem");
+            json!({"grant": "client_credentials", "client_id": "svc-client",
+                   "private_key_file": path.to_str().unwrap()})
+        } else {
+            json!({"grant": "client_credentials", "client_id": "svc-client", "private_key": pem})
+        };
+        let (st, v) = api.patch(json!({
+            "servers": {name: {"type": "http", "url": peer.url}},
+            "secrets": {name: {"oauth_client": client}}
+        }));
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["tested"][name]["state"], "connected", "{v}\n{}", d.log());
+        let id = api.session();
+        let (st, v) = api.req(
+            "POST",
+            &format!("/sessions/{id}/tools/mcp__{name}__echo/call"),
+            Some(json!({"arguments": {"message": "k"}})),
+        );
+        assert_eq!(st, 200, "{v}");
+        assert!(
+            count(&peer, "assertions") >= 1,
+            "the client assertion was verified"
+        );
+        assert_eq!(count(&peer, "refused"), 0);
+        pems.push(pem);
+        let mut secrets = issued(&peer);
+        // The key's base64 body, line by line.
+        secrets.extend(
+            pems.iter()
+                .flat_map(|p| p.lines().filter(|l| !l.starts_with("-----")))
+                .map(str::to_owned),
+        );
+        for s in secrets.iter().filter(|s| s.len() >= 16) {
+            for text in [
+                d.log(),
+                api.seen.borrow().clone(),
+                std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap(),
+            ] {
+                assert!(!text.contains(s.as_str()), "a secret leaked");
+            }
+        }
+    }
 }

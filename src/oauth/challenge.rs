@@ -151,6 +151,15 @@ mod tests {
     }
 
     #[test]
+    fn a_dpop_challenge_is_read_when_there_is_no_bearer_one() {
+        let c = Challenge::parse(r#"DPoP resource_metadata="http://a/prm", algs="ES256""#).unwrap();
+        assert_eq!(c.resource_metadata.as_deref(), Some("http://a/prm"));
+        let c = Challenge::parse(r#"DPoP resource_metadata="http://d", Bearer scope="s""#).unwrap();
+        assert_eq!(c.scope, Some(vec!["s".to_owned()]), "Bearer first");
+        assert!(Challenge::parse(r#"Basic realm="x""#).is_none());
+    }
+
+    #[test]
     fn the_bearer_challenge_among_others_and_in_any_case() {
         let c = Challenge::parse(
             r#"Basic realm="x", bearer scope=mcp:basic,resource_metadata="http://a/b", DPoP algs="ES256""#,

@@ -29,6 +29,10 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_client_cr
     --token-ttl SECS                         default 3600
     --grant-delay SECS                       wait this long in each grant (default 0), so that
                                              concurrent grants would overlap
+    --client-public-key FILE                 also authenticate the client by private_key_jwt
+                                             (RFC 7523 section 2.2): a client_assertion verified
+                                             with this PEM public key (ES256 or RS256), `aud`
+                                             the issuer, `iss` = `sub` = the client id, `exp`
     --dpop                                   DPoP (RFC 9449): the metadata lists ES256 in
                                              dpop_signing_alg_values_supported, a grant needs a
                                              valid proof (PyJWT verifies it: typ, jwk, signature,
@@ -41,7 +45,7 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_client_cr
                                              401 `DPoP error="use_dpop_nonce"`, both with
                                              `DPoP-Nonce: N`
     --record-dir DIR                         DIR/counts.json: {"grants", "refused", "authorize",
-                                             "jwt_bearer", "dpop_ok", "dpop_bad", "as_nonce",
+                                             "jwt_bearer", "assertions", "dpop_ok", "dpop_bad", "as_nonce",
                                              "rs_nonce"}
                                              kept up to date; every token granted appended to
                                              DIR/issued.txt
@@ -81,6 +85,7 @@ class Record:
             "refused": 0,
             "authorize": 0,
             "jwt_bearer": 0,
+            "assertions": 0,
             "dpop_ok": 0,
             "dpop_bad": 0,
             "as_nonce": 0,
@@ -240,7 +245,8 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
                 "token_endpoint_auth_methods_supported": [
                     "client_secret_basic",
                     "client_secret_post",
-                ],
+                ]
+                + (["private_key_jwt"] if args.client_public_key else []),
                 "response_types_supported": ["code"],
                 "code_challenge_methods_supported": ["S256"],
                 **({"dpop_signing_alg_values_supported": ["ES256"]} if args.dpop else {}),
@@ -275,6 +281,28 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
             raw = base64.b64decode(header[6:]).decode()
             cid, _, sec = raw.partition(":")
             client_id, secret = unquote_plus(cid), unquote_plus(sec)
+        if args.client_public_key and form.get("client_assertion_type") == (
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        ):
+            with open(args.client_public_key) as f:
+                public = f.read()
+            try:
+                claims = jwt.decode(
+                    form.get("client_assertion", ""),
+                    public,
+                    algorithms=["ES256", "RS256"],
+                    audience=[base, base + "/"],
+                    options={"require": ["exp", "iat", "jti", "iss", "sub", "aud"]},
+                )
+            except Exception as e:  # noqa: BLE001
+                rec.bump("refused")
+                return error(401, "invalid_client", f"client assertion: {e}")
+            if claims["iss"] != args.client_id or claims["sub"] != args.client_id:
+                rec.bump("refused")
+                return error(401, "invalid_client", "iss/sub is not the client id")
+            rec.bump("assertions")
+            # Authenticated by its key: as good as the right secret.
+            client_id, secret = args.client_id, args.client_secret
         if args.grant_delay:
             await asyncio.sleep(args.grant_delay)
         if client_id == args.refuse_client:
@@ -331,6 +359,7 @@ def main() -> None:
     ap.add_argument("--client-secret", default="svc-secret")
     ap.add_argument("--refuse-client")
     ap.add_argument("--jwt-bearer-file")
+    ap.add_argument("--client-public-key")
     ap.add_argument("--dpop", action="store_true")
     ap.add_argument("--dpop-nonce")
     ap.add_argument("--token-ttl", type=int, default=3600)
