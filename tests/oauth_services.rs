@@ -7,7 +7,8 @@
 //! Tool calls go through with no sign-in (client credentials with a secret, or
 //! `private_key_jwt` with an ES256 key file or an RS256 PEM in creds.json, keys made by
 //! `openssl genpkey`; and the JWT bearer grant with a
-//! workload token file, read again on each use; DPoP-bound, with a fresh proof per request and
+//! workload token file, read again on each use; enterprise-managed authorization: the ID token
+//! exchanged at an identity provider, then the JWT bearer grant; DPoP-bound, with a fresh proof per request and
 //! the nonces of the authorization server and the MCP endpoint honoured); a token near its expiry is renewed once however many
 //! sessions call at once (counted at the authorization server); a refused grant
 //! (`unauthorized_client`) leaves the server out with the authorization server's words in its
@@ -514,4 +515,46 @@ fn private_key_jwt_from_a_key_file_and_from_a_stored_pem() {
             }
         }
     }
+}
+
+#[test]
+fn enterprise_managed_authorization_exchanges_the_id_token_then_uses_the_jwt_bearer_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let id_token_file = dir.path().join("id_token");
+    let id_token = "user-id-token-cccccccccccccccc";
+    std::fs::write(&id_token_file, id_token).unwrap();
+    let peer = peer(&["--idp-id-token-file", id_token_file.to_str().unwrap()]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api {
+        d: &d,
+        seen: Default::default(),
+    };
+    let base = peer.url.trim_end_matches("/mcp").to_owned();
+    let (st, v) = api.patch(json!({
+        "servers": {"cc": {"type": "http", "url": peer.url}},
+        "secrets": {"cc": {"oauth_client": {"grant": "jwt_bearer",
+            "client_id": "svc-client", "client_secret": SECRET,
+            "token_exchange": {"idp_token_endpoint": format!("{base}/idp/token"),
+                "id_token_file": id_token_file.to_str().unwrap(), "idp_client_id": "albedo"}}}}
+    }));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}\n{}", d.log());
+    let id = api.session();
+    let (st, v) = api.call(&id, json!({"message": "e"}));
+    assert_eq!(st, 200, "{v}");
+    assert!(count(&peer, "exchanges") >= 1);
+    assert!(count(&peer, "jwt_bearer") >= 1);
+    assert_eq!(count(&peer, "refused"), 0);
+    let mut secrets = issued(&peer);
+    secrets.push(id_token.to_owned());
+    for s in &secrets {
+        for text in [
+            d.log(),
+            api.seen.borrow().clone(),
+            std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap(),
+        ] {
+            assert!(!text.contains(s.as_str()), "a secret leaked");
+        }
+    }
+    nothing_leaked(&api, &peer);
 }

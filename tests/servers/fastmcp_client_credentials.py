@@ -29,6 +29,13 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_client_cr
     --token-ttl SECS                         default 3600
     --grant-delay SECS                       wait this long in each grant (default 0), so that
                                              concurrent grants would overlap
+    --idp-id-token-file FILE                 an enterprise identity provider too, at /idp/token:
+                                             the RFC 8693 token exchange of the ID token in FILE
+                                             (subject_token_type id_token, requested_token_type
+                                             id-jag, audience this issuer, resource the MCP URL)
+                                             for an identity assertion, which /token then takes
+                                             in the JWT bearer grant from the client
+                                             authenticated with its secret (SEP-990)
     --client-public-key FILE                 also authenticate the client by private_key_jwt
                                              (RFC 7523 section 2.2): a client_assertion verified
                                              with this PEM public key (ES256 or RS256), `aud`
@@ -45,7 +52,7 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_client_cr
                                              401 `DPoP error="use_dpop_nonce"`, both with
                                              `DPoP-Nonce: N`
     --record-dir DIR                         DIR/counts.json: {"grants", "refused", "authorize",
-                                             "jwt_bearer", "assertions", "dpop_ok", "dpop_bad", "as_nonce",
+                                             "jwt_bearer", "assertions", "exchanges", "dpop_ok", "dpop_bad", "as_nonce",
                                              "rs_nonce"}
                                              kept up to date; every token granted appended to
                                              DIR/issued.txt
@@ -86,6 +93,7 @@ class Record:
             "authorize": 0,
             "jwt_bearer": 0,
             "assertions": 0,
+            "exchanges": 0,
             "dpop_ok": 0,
             "dpop_bad": 0,
             "as_nonce": 0,
@@ -241,7 +249,11 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
                 "authorization_endpoint": f"{base}/authorize",
                 "token_endpoint": f"{base}/token",
                 "grant_types_supported": ["client_credentials"]
-                + (["urn:ietf:params:oauth:grant-type:jwt-bearer"] if args.jwt_bearer_file else []),
+                + (
+                    ["urn:ietf:params:oauth:grant-type:jwt-bearer"]
+                    if args.jwt_bearer_file or args.idp_id_token_file
+                    else []
+                ),
                 "token_endpoint_auth_methods_supported": [
                     "client_secret_basic",
                     "client_secret_post",
@@ -250,6 +262,39 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
                 "response_types_supported": ["code"],
                 "code_challenge_methods_supported": ["S256"],
                 **({"dpop_signing_alg_values_supported": ["ES256"]} if args.dpop else {}),
+            }
+        )
+
+    issued_assertions: set[str] = set()
+
+    @mcp.custom_route("/idp/token", methods=["POST"])
+    async def idp_token(request: Request) -> JSONResponse:
+        form = await request.form()
+        if not args.idp_id_token_file:
+            return error(404, "not_found", "no identity provider here")
+        with open(args.idp_id_token_file) as f:
+            id_token = f.read().strip()
+        want = {
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token": id_token,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+            "audience": base,
+            "resource": f"{base}/mcp",
+        }
+        wrong = [k for k, v in want.items() if form.get(k) != v]
+        if wrong:
+            rec.bump("refused")
+            return error(400, "invalid_request", "wrong or missing: " + ", ".join(wrong))
+        assertion = "idjag-" + secrets.token_urlsafe(24)
+        issued_assertions.add(assertion)
+        rec.issued(assertion)
+        rec.bump("exchanges")
+        return JSONResponse(
+            {
+                "access_token": assertion,
+                "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+                "token_type": "N_A",
             }
         )
 
@@ -262,6 +307,20 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
     async def token(request: Request) -> JSONResponse:
         form = await request.form()
         jwt_bearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+        if args.idp_id_token_file and form.get("grant_type") == jwt_bearer:
+            header = request.headers.get("authorization", "")
+            raw = base64.b64decode(header[6:]).decode() if header.startswith("Basic ") else ":"
+            cid, _, sec = raw.partition(":")
+            if (unquote_plus(cid), unquote_plus(sec)) != (args.client_id, args.client_secret):
+                rec.bump("refused")
+                return error(401, "invalid_client", "client_secret_basic expected")
+            if form.get("assertion") not in issued_assertions:
+                rec.bump("refused")
+                return error(400, "invalid_grant", "not an identity assertion this issuer knows")
+            t = tokens.grant(args.client_id, args.token_ttl)
+            rec.issued(t)
+            rec.bump("jwt_bearer")
+            return JSONResponse({"access_token": t, "token_type": "Bearer", "expires_in": args.token_ttl})
         if args.jwt_bearer_file and form.get("grant_type") == jwt_bearer:
             with open(args.jwt_bearer_file) as f:
                 trusted = f.read().strip()
@@ -360,6 +419,7 @@ def main() -> None:
     ap.add_argument("--refuse-client")
     ap.add_argument("--jwt-bearer-file")
     ap.add_argument("--client-public-key")
+    ap.add_argument("--idp-id-token-file")
     ap.add_argument("--dpop", action="store_true")
     ap.add_argument("--dpop-nonce")
     ap.add_argument("--token-ttl", type=int, default=3600)
