@@ -113,8 +113,9 @@ impl SigningKey {
         }
     }
 
-    /// A signed JWT: `header` (its `alg` set here) and `claims`.
-    pub fn sign_jwt(&self, header: Value, claims: &Value) -> Result<Sensitive, KeyError> {
+    /// A signed JWT: `header` (its `alg` set here) and `claims`. Not registered with the log
+    /// redaction (a DPoP proof is made per request); a caller that keeps one does.
+    fn sign_jwt(&self, header: Value, claims: &Value) -> Result<Sensitive, KeyError> {
         let mut header = header;
         header["alg"] = Value::String(self.alg().into());
         let input = format!(
@@ -123,7 +124,7 @@ impl SigningKey {
             b64(claims.to_string().as_bytes())
         );
         let sig = self.sign(input.as_bytes())?;
-        Ok(Sensitive::new(format!("{input}.{}", b64(&sig))))
+        Ok(Sensitive(format!("{input}.{}", b64(&sig))))
     }
 
     /// A `private_key_jwt` client assertion (RFC 7523 §2.2, §3): `iss` and `sub` the client
@@ -135,7 +136,7 @@ impl SigningKey {
         audience: &str,
         now: u64,
     ) -> Result<Sensitive, KeyError> {
-        self.sign_jwt(
+        let a = self.sign_jwt(
             json!({"typ": "JWT"}),
             &json!({
                 "iss": client_id,
@@ -145,7 +146,10 @@ impl SigningKey {
                 "iat": now,
                 "exp": now + ASSERTION_LIFETIME_SECS,
             }),
-        )
+        )?;
+        // One per token request: registered, as every secret albedo holds.
+        crate::protocol::text::register_secrets([a.expose()]);
+        Ok(a)
     }
 }
 
@@ -243,7 +247,9 @@ impl DpopKey {
 
     /// A proof for one HTTP request (RFC 9449 §4.2): `htm` the method, `htu` the URL without
     /// query and fragment, `iat`, a fresh `jti`; `ath` (the access token's SHA-256) when one
-    /// is presented with it, and the server's `nonce` when it gave one.
+    /// is presented with it, and the server's `nonce` when it gave one. Sent as a sensitive
+    /// header, never logged; not registered with the log redaction (one per request: it
+    /// would grow without bound, and a proof is bound to its one request).
     pub fn proof(
         &self,
         htm: &str,

@@ -547,6 +547,40 @@ mod tests {
     }
 
     #[test]
+    fn the_context_gives_a_grant_without_a_browser() {
+        assert!(service(None).unwrap().is_none());
+        assert!(service(Some(
+            &json!({"client_id": "a", "client_secret": "client-secret-value-3"})
+        ))
+        .unwrap()
+        .is_none());
+        let w = service(Some(
+            &json!({"client_id": "w", "valid_jwt": "workload-jwt-value-1"}),
+        ))
+        .unwrap();
+        assert!(matches!(
+            w,
+            Some(Service::Workload {
+                client_id: Some(_),
+                ..
+            })
+        ));
+        let e = service(Some(
+            &json!({"idp_id_token": "id-token-value-2", "idp_token_endpoint": "http://i/t",
+            "client_id": "c", "client_secret": "client-secret-value-3"}),
+        ))
+        .unwrap();
+        assert!(matches!(e, Some(Service::Enterprise { .. })));
+        let e = service(Some(
+            &json!({"idp_id_token": "id-token-value-2", "client_id": "c"}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("idp_token_endpoint"), "{e}");
+        let e = service(Some(&json!({"private_key_pem": "nope", "client_id": "c"}))).unwrap_err();
+        assert!(!e.contains("nope"), "{e}");
+    }
+
+    #[test]
     fn the_context_gives_the_client() {
         let c = configured_client(Some(&json!({"client_id": "id", "client_secret": "s",
             "issuer": "http://localhost:1"})));
