@@ -342,7 +342,7 @@ pub(crate) fn same_endpoint(u: &Url, base: &Url) -> bool {
 /// The most bytes of a `DPoP-Nonce` kept.
 pub const MAX_NONCE_BYTES: usize = 256;
 
-/// A nonce fit to be sent back: at most [`MAX_NONCE_BYTES`], visible ASCII (RFC 9449 §8.1's
+/// A nonce fit to be sent back: at most `MAX_NONCE_BYTES` (256), visible ASCII (RFC 9449 §8.1's
 /// `NQCHAR`: no `"`, no backslash).
 pub fn usable_nonce(n: &str) -> bool {
     !n.is_empty()

@@ -5,7 +5,7 @@
 //! user's ID token for an Identity Assertion JWT Authorization Grant at the enterprise
 //! identity provider (SEP-990, enterprise-managed authorization). Every token request may
 //! carry a DPoP proof (RFC 9449 §5), and one refused with `use_dpop_nonce` and a
-//! `DPoP-Nonce` is sent again once with that nonce ([`post_token`], which the authorization
+//! `DPoP-Nonce` is sent again once with that nonce (`post_token`, which the authorization
 //! code flow uses too).
 //!
 //! A refusal (`invalid_grant`, `invalid_scope`, `unauthorized_client`, ...) is
