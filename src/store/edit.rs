@@ -286,6 +286,12 @@ fn oauth_client(
             ))
         }
     };
+    if (private_key.is_some() || private_key_file.is_some()) && id.is_none() {
+        return Err(bad(
+            format!("{f}.client_id"),
+            "private_key_jwt needs it (the assertion's iss and sub)",
+        ));
+    }
     match grant.as_deref() {
         Some("client_credentials") => {
             if id.is_none() {
@@ -1314,6 +1320,10 @@ mod tests {
             ),
             (json!({"client_id": "a", "dpop": "yes"}), "dpop"),
             (json!({"client_id": "a", "nope": 1}), "nope"),
+            (
+                json!({"grant": "jwt_bearer", "workload_token_file": "/t", "private_key_file": "/k"}),
+                "client_id",
+            ),
         ] {
             let err = run(
                 ext.clone(),
