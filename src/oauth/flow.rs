@@ -18,6 +18,7 @@ use super::challenge::Challenge;
 use super::client::{self, ClientRecord, ConfiguredClient};
 use super::discovery::{self, Discovery};
 use super::fetch::{same_endpoint, shown_str, Fetcher, Reply};
+use super::grant::{post_token, refusal};
 use super::jws::DpopKey;
 use super::pkce::{self, Pkce};
 use super::record::TokenRecord;
@@ -254,8 +255,6 @@ pub(crate) fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
         token_type: if dpop { "DPoP" } else { "Bearer" }.to_owned(),
     })
 }
-
-use super::grant::{post_token, refusal};
 
 /// A token answer with `token_type` DPoP when no proof was sent is not usable.
 fn check_binding(g: &Granted, dpop: Option<&DpopKey>) -> Result<(), OAuthError> {
