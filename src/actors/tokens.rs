@@ -88,6 +88,21 @@ struct Entry {
     refused: Option<String>,
     /// The grant without a browser its `oauth_client` names, if any.
     service: Option<ServiceConfig>,
+    /// When this daemon got the record's token from that grant (Unix seconds).
+    granted_at: Option<u64>,
+}
+
+/// Whether a token from a grant is used as it is: not within a minute of its expiry, or (a
+/// token that lives a minute or less) not past half its life, so that a short-lived token is
+/// not asked for again on every request.
+fn grant_usable(rec: &TokenRecord, granted_at: Option<u64>, now: u64) -> bool {
+    if !rec.needs_refresh(now) {
+        return true;
+    }
+    match (granted_at, rec.expires_at) {
+        (Some(g), Some(e)) => now < g.saturating_add(e.saturating_sub(g) / 2),
+        _ => false,
+    }
 }
 
 struct Inner {
@@ -160,6 +175,7 @@ impl TokenBook {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             service: grants::service_config(s.and_then(|s| s.get("oauth_client"))),
+            granted_at: None,
         }
     }
 
@@ -218,7 +234,7 @@ impl TokenBook {
         let record = e.record.filter(|r| r.belongs_to(url));
         if e.service.is_some() {
             return match record {
-                Some(rec) if !rec.needs_refresh(crate::oauth::now_secs()) => {
+                Some(rec) if grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) => {
                     Bearer::Token(Token::of(&rec, url))
                 }
                 _ => self.grant(server, url, None, e.service).await,
@@ -281,7 +297,7 @@ impl TokenBook {
         };
         if let Some(rec) = e.record.filter(|r| r.belongs_to(url)) {
             let fresh = stale.is_none_or(|s| rec.access_token.expose() != s);
-            if fresh && !rec.needs_refresh(crate::oauth::now_secs()) {
+            if fresh && grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) {
                 return Bearer::Token(Token::of(&rec, url));
             }
         }
@@ -297,6 +313,11 @@ impl TokenBook {
                 );
                 let token = Token::of(&new, url);
                 self.remember(server, &new);
+                if let Ok(mut c) = self.0.cache.lock() {
+                    if let Some(e) = c.get_mut(server) {
+                        e.granted_at = Some(crate::oauth::now_secs());
+                    }
+                }
                 self.persist(server, move |s| {
                     if let Ok(v) = serde_json::to_value(&new) {
                         s.insert("oauth".into(), v);
@@ -570,6 +591,27 @@ mod tests {
             book.bearer("s", "http://127.0.0.1:9/other").await,
             Bearer::None
         ));
+    }
+
+    #[test]
+    fn a_short_lived_granted_token_is_used_for_half_its_life() {
+        let mut rec: TokenRecord = serde_json::from_value(serde_json::json!({
+            "server_url": "http://127.0.0.1:9/mcp", "access_token": "t", "expires_at": 1030,
+            "token_type": "Bearer", "issuer": "i", "resource": "r", "token_endpoint": "e",
+            "client": {"client_id": "c", "auth_method": "none", "redirect_uri": "",
+                       "issuer": "i", "source": "configured"}}))
+        .unwrap();
+        // Granted at 1000 for 30 s: used until 1015, then asked for again.
+        assert!(grant_usable(&rec, Some(1000), 1010));
+        assert!(!grant_usable(&rec, Some(1000), 1015));
+        assert!(
+            !grant_usable(&rec, None, 1010),
+            "not granted by this daemon"
+        );
+        // A long-lived one: the minute's margin.
+        rec.expires_at = Some(5000);
+        assert!(grant_usable(&rec, None, 4900));
+        assert!(!grant_usable(&rec, None, 4950));
     }
 
     #[actix_rt::test]
