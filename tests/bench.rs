@@ -1,7 +1,7 @@
 //! The benchmark's contract (README, "Benchmarks"), in its quick mode (tiny sizes, a debug
 //! build: figures mean nothing here, their presence does): one run measures every client side
 //! by side on the same servers (the floor at one call in flight, albedo's client, rmcp, the
-//! TypeScript SDK v2 client, the daemon's API) at 1, 16 and 256 calls in flight, the real
+//! TypeScript SDK v2 client, the daemon's API over TCP and over its Unix socket) at 1, 16 and 256 calls in flight, the real
 //! servers, the Python binding beside httpx, session open, large results and scale, and its
 //! `--json` output has one record per measurement with the figures the issue names, the
 //! ratios and the targets. A client or step that cannot run fails the run. This is the run that keeps the bench from rotting.
@@ -41,7 +41,13 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             "rmcp"
         };
         for c in [1, 16, 256] {
-            let mut clients = vec!["albedo", rmcp, "ts-sdk-v2", "albedo-daemon-api"];
+            let mut clients = vec![
+                "albedo",
+                rmcp,
+                "ts-sdk-v2",
+                "albedo-daemon-api",
+                "albedo-daemon-api-socket",
+            ];
             if c == 1 {
                 clients.push("floor");
             }
@@ -120,10 +126,28 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     number(one("scale_http_connections"), "calls_per_s");
     number(one("scale_stdio_sessions"), "daemon_kib_per_session");
     number(one("scale_stdio_sessions"), "calls_per_s");
+    // The agent fleet: every session calling once per 10 ms.
+    number(one("fleet_sessions"), "calls_per_s");
+    number(one("fleet_sessions"), "p99_us");
+    assert_eq!(one("fleet_sessions")["errors"], 0);
     assert!(records.iter().all(|r| r.get("failed").is_none()));
     let targets = doc["targets"].as_array().unwrap();
     assert!(targets.iter().all(|t| t["met"].is_boolean()));
-    assert!(targets
-        .iter()
-        .any(|t| t["target"].as_str().unwrap().contains("3x TS SDK")));
+    for named in [
+        "3x TS SDK",
+        "p50 <= 1.3x (client p50 + HTTP floor p50)",
+        "lower over the socket than over TCP",
+        ">= 25% of the client's calls/s",
+        "p99 <= 3x the client's",
+        ">= 80% of the client's MB/s",
+        "within 2x a later one",
+        "fleet:",
+    ] {
+        assert!(
+            targets
+                .iter()
+                .any(|t| t["target"].as_str().unwrap().contains(named)),
+            "no target {named:?}"
+        );
+    }
 }

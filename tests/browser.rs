@@ -13,66 +13,14 @@
 
 mod common;
 
+use common::browser::{drive, tools};
 use common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-fn must_run() -> bool {
-    std::env::var("CI").as_deref() == Ok("true") || required("BROWSER")
-}
-
-struct Tools {
-    chromium: PathBuf,
-    node22: PathBuf,
-    modules: PathBuf,
-}
-
-fn tools() -> Option<Tools> {
-    let chromium = match std::env::var_os("CHROMIUM") {
-        Some(c) => Some(PathBuf::from(c)).filter(|p| p.exists()),
-        None => ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists()),
-    };
-    let node22 = peers().join("node22/bin/node");
-    let modules = peers().join("browser/node_modules");
-    let missing: Vec<&str> = [
-        (
-            chromium.is_none(),
-            "chromium (apt-get install chromium; .ci/run does)",
-        ),
-        (!node22.exists(), "Node 22 (tests/peers/install.sh)"),
-        (
-            !modules.join("puppeteer-core").exists(),
-            "puppeteer-core (tests/peers/install.sh)",
-        ),
-    ]
-    .iter()
-    .filter(|(m, _)| *m)
-    .map(|(_, w)| *w)
-    .collect();
-    if !missing.is_empty() {
-        let msg = format!(
-            "the browser test cannot run: missing {}",
-            missing.join(", ")
-        );
-        assert!(!must_run(), "{msg}");
-        eprintln!("SKIPPED: {msg}");
-        return None;
-    }
-    Some(Tools {
-        chromium: chromium?,
-        node22,
-        modules,
-    })
-}
 
 /// Read one request head (up to the blank line).
 fn read_head(s: &mut TcpStream) -> Option<Vec<u8>> {
@@ -247,24 +195,7 @@ fn a_real_browser_signs_in_and_other_pages_and_rebinding_get_nothing() {
         "rebind": format!("http://rebind.test:{port}/"),
         "rules": "MAP attacker.test 127.0.0.1, MAP rebind.test 127.0.0.2",
     });
-    let out = Command::new(&t.node22)
-        .arg(repo().join("tests/browser/drive.cjs"))
-        .arg(cfg.to_string())
-        .env("NODE_PATH", &t.modules)
-        .output()
-        .expect("node 22");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the browser could not be driven (Chromium must start; in CI this is a failure):\n{stderr}"
-    );
-    let r: Value = serde_json::from_slice(
-        out.stdout
-            .split(|&b| b == b'\n')
-            .rfind(|l| l.starts_with(b"{"))
-            .unwrap_or(b"null"),
-    )
-    .unwrap();
+    let r = drive(&t, "drive.cjs", &cfg);
     eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
     // The pane: signed in with the link, on the daemon's own origin, and working.
     assert_eq!(r["signin"]["url"], format!("{own}/"), "{r}");

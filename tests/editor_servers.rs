@@ -65,9 +65,6 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 #[test]
 fn editor_servers_work_stay_distinct_and_stay_in_memory() {
-    if !required("node") {
-        return;
-    }
     let ev = HttpPeer::everything();
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "everything": {"type": "stdio", "command": "node", "args": [everything_js()]}
@@ -121,7 +118,7 @@ fn editor_servers_work_stay_distinct_and_stay_in_memory() {
         assert!(text(&r).contains("hi"), "{name}: {r}");
     }
     // `server/tool` reaches an editor server too.
-    let (st, r) = d.call(&id, "editor:py_editor/add", json!({"a": 2, "b": 3}));
+    let (st, r) = d.call(&id, "editor:py_editor%2Fadd", json!({"a": 2, "b": 3}));
     assert_eq!(st, 200, "{r}");
     // The env entry reached the stdio server.
     let (st, r) = d.call(&id, "editor__py_editor__process_info", json!({}));
@@ -300,4 +297,57 @@ fn a_new_list_replaces_the_old_and_an_unknown_id_is_opened_again() {
         json!({"message": "m"}),
     );
     assert_eq!(st, 200, "{r}");
+}
+
+#[test]
+fn the_daemon_wide_default_is_switched_through_the_api_and_live_sessions_follow_it() {
+    let d = Daemon::start(json!({}));
+    let (st, v) = d.get("/extensions");
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["editor-mcp"]["enabled"], true, "{v}");
+    assert!(
+        v["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "editor-mcp" && e["enabled"] == true),
+        "{v}"
+    );
+    let list = json!([py_stdio("py")]);
+    // One session follows the default, one has its own choice (on).
+    let (follows, _) = d.session(json!({"editor_mcp_servers": list}));
+    let (own, _) =
+        d.session(json!({"extensions": {"editor-mcp": true}, "editor_mcp_servers": list}));
+    assert_eq!(tools(&d, &follows).len(), tools(&d, &own).len());
+
+    let (st, v) = d.put("/extensions/editor-mcp", json!({"enabled": false}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["editor-mcp"]["enabled"], false, "{v}");
+    assert_eq!(v["errors"], json!([]), "{v}");
+    // Written to extensions.json, the mcp default untouched; GET /extensions says so.
+    let ext: Value =
+        serde_json::from_slice(&std::fs::read(d.home.path().join("extensions.json")).unwrap())
+            .unwrap();
+    assert_eq!(ext["enabled"]["editor-mcp"], false, "{ext}");
+    assert_eq!(d.get("/extensions").1["editor-mcp"]["enabled"], false);
+    // The following session hides its editor servers (still connected); the other keeps them.
+    assert!(tools(&d, &follows).is_empty());
+    let (_, view) = d.get(&format!("/sessions/{follows}"));
+    assert_eq!(server(&view, "editor:py")["hidden"], true, "{view}");
+    assert_eq!(server(&view, "editor:py")["state"], "connected", "{view}");
+    let (st, r) = d.call(&own, "editor__py__echo", json!({"message": "still"}));
+    assert_eq!(st, 200, "{r}");
+    // A new session starts with the new default.
+    let (fresh, view) = d.session(json!({"editor_mcp_servers": list}));
+    assert_eq!(view["editor_mcp"]["enabled"], false, "{view}");
+    assert!(tools(&d, &fresh).is_empty());
+    // Back on: the following sessions show them again.
+    let (st, v) = d.put("/extensions/editor-mcp", json!({"enabled": true}));
+    assert_eq!(st, 200, "{v}");
+    let (st, r) = d.call(&follows, "editor__py__echo", json!({"message": "back"}));
+    assert_eq!(st, 200, "{r}");
+    // A body that is not {"enabled": bool} changes nothing.
+    let (st, _) = d.put("/extensions/editor-mcp", json!({"enabled": "no"}));
+    assert_eq!(st, 400);
+    assert_eq!(d.get("/extensions").1["editor-mcp"]["enabled"], true);
 }

@@ -41,7 +41,7 @@ impl Scripted {
             tokio::time::sleep(after).await;
             sink.deliver(Inbound::Message(Message::Response {
                 id,
-                result: Ok(result),
+                result: Ok(result.into()),
             }));
         });
     }

@@ -128,3 +128,31 @@ fn a_flood_of_small_pings_is_rate_limited_then_closes_the_connection() {
     let n = ignored(&d, &id);
     assert!(n >= 1000, "ignored_messages = {n}");
 }
+
+/// A result goes out as the text the server sent, with albedo's `outcome` beside its keys;
+/// odd shapes still make valid answers: a result with an `outcome` of its own (albedo's
+/// replaces it), an empty object, and a result that is not an object (under `result`).
+#[test]
+fn results_of_odd_shapes_make_valid_answers() {
+    let d = Daemon::start(servers(json!({
+        "flood": fixture_server("hostile_stdio.py", &[])
+    })));
+    let (id, _) = d.session(json!({}));
+    let call = |kind: &str| {
+        let (st, r) = d.call(&id, "mcp__flood__odd", json!({ "kind": kind }));
+        assert_eq!(st, 200, "{kind}: {r}");
+        assert_eq!(r["outcome"], "ok", "{kind}: {r}");
+        r
+    };
+    let r = call("outcome");
+    assert_eq!(r["content"][0]["text"], "mine", "{r}");
+    assert_eq!(
+        r.as_object().unwrap().len(),
+        2,
+        "one outcome, albedo's: {r}"
+    );
+    assert_eq!(call("empty"), json!({"outcome": "ok"}));
+    assert_eq!(call("array"), json!({"outcome": "ok", "result": [1, 2]}));
+    let r = call("unicode");
+    assert_eq!(r["content"][0]["text"], "é \u{2028} \"q\" \\ 🦀", "{r}");
+}

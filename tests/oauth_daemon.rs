@@ -483,6 +483,8 @@ fn fastmcp_signs_in_through_the_loopback_calls_tools_and_signs_out() {
         "{auth}"
     );
     assert_eq!(auth["client"]["source"], "registered", "{auth}");
+    // Opaque tokens and no ID token: the account is not known, and not made up.
+    assert_eq!(auth["account"], Value::Null, "{auth}");
     assert!(auth["client"]["client_id"].is_string(), "{auth}");
     // The authorization server saw one registration, one authorization, one code grant, all
     // for this resource.
@@ -542,7 +544,8 @@ fn fastmcp_signs_in_through_the_loopback_calls_tools_and_signs_out() {
 
 #[test]
 fn a_pasted_callback_url_signs_in_and_a_forged_or_refused_one_does_not() {
-    let peer = fastmcp_oauth(&[]);
+    // This authorization server also answers an OpenID Connect ID token: the account shows.
+    let peer = fastmcp_oauth(&["--id-token-email", "ada@example.com"]);
     let d = empty_daemon();
     let api = Api::new(&d);
     api.add("fm", &peer.url);
@@ -560,7 +563,10 @@ fn a_pasted_callback_url_signs_in_and_a_forged_or_refused_one_does_not() {
     let (st, v) = api.req("POST", cb, Some(json!({ "url": loc })));
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["state"], "signed_in", "{v}");
-    assert_eq!(api.auth("fm")["state"], "signed_in");
+    let auth = api.auth("fm");
+    assert_eq!(auth["state"], "signed_in");
+    assert_eq!(auth["account"], "ada@example.com", "{auth}");
+    assert_eq!(record(&d, "fm")["account"], "ada@example.com");
     // The same callback on the loopback afterwards is not exchanged again.
     // (Or nothing listens any more.)
     if let Ok(st) = deliver(&loc) {

@@ -57,7 +57,7 @@ if ! command -v tmux >/dev/null && [ "${ALBEDO_TEST_REQUIRE_TMUX:-}" != 1 ]; the
   skipped+=("the terminal form's tests (tests/tui.rs): no tmux on this machine; apt-get install -y tmux (.ci/run does)")
 fi
 if ! command -v chromium >/dev/null && [ "${ALBEDO_TEST_REQUIRE_BROWSER:-}" != 1 ]; then
-  skipped+=("the browser test (tests/browser.rs): no chromium on this machine; apt-get install -y chromium (.ci/run does)")
+  skipped+=("the browser tests (tests/browser.rs, tests/web_pane.rs): no chromium on this machine; apt-get install -y chromium (.ci/run does)")
 fi
 
 # Includes tests/bench.rs: the benchmark in its quick mode (tiny sizes, about 30 s, plus a first

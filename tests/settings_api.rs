@@ -706,3 +706,63 @@ fn the_live_sessions_are_listed_without_counting_as_activity() {
     let (_, v) = d.get("/sessions");
     assert_eq!(v["sessions"].as_array().unwrap().len(), 1, "{v}");
 }
+
+/// Connection states have events too: a client such as the terminal form or the web pane
+/// shows a server connecting, connected or closed without polling.
+#[test]
+fn connection_states_are_told_as_servers_events() {
+    use std::io::BufRead;
+    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
+        "everything": {"type": "stdio", "command": "node", "args": [everything_js()]},
+        "broken": {"type": "stdio", "command": "/nonexistent/albedo-test-server"}
+    }}}));
+    let resp = d
+        .request("GET", "/settings/mcp/events")
+        .timeout(Duration::from_secs(60))
+        .call()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(resp.into_reader()).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The `servers` events' data, read until one named `everything` came and `until` holds
+    // for the settings view.
+    let servers_events_until = |what: &str, until: &dyn Fn(&Value) -> bool| {
+        let mut seen: Vec<Value> = vec![];
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+                .unwrap_or_else(|_| panic!("{what}: no such event within 30 s: {seen:?}"));
+            // Any event says "read the settings again", as a client does.
+            if let Some(data) = line.strip_prefix("data: ") {
+                let ev: Value = serde_json::from_str(data).unwrap();
+                let servers = ev["kind"] == "servers";
+                if servers {
+                    seen.push(ev);
+                }
+                let (_, view) = d.get("/settings/mcp");
+                if seen.iter().any(|e| e["server"] == "everything") && until(&view) {
+                    return seen;
+                }
+            }
+        }
+    };
+    let state = |v: &Value, name: &str| v["servers"][name]["status"]["state"].clone();
+    let (id, _) = d.session(json!({}));
+    let seen = servers_events_until("connected", &|v| {
+        state(v, "everything") == "connected" && state(v, "broken") != "connecting"
+    });
+    assert!(seen.iter().any(|e| e["server"] == "everything"), "{seen:?}");
+    let (_, v) = d.get("/settings/mcp");
+    assert_eq!(state(&v, "broken"), "unavailable", "{v}");
+    // Closing the session closes its connections: told too.
+    assert_eq!(d.delete(&format!("/sessions/{id}")), 204);
+    let seen = servers_events_until("closed", &|v| state(v, "everything") == "not_connected");
+    assert!(seen.iter().any(|e| e["server"] == "everything"), "{seen:?}");
+}

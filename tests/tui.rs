@@ -10,7 +10,8 @@
 //! removes it; `e` re-enables a server switched off; delete after a confirmation; a masked field never shows its secret in any capture;
 //! no daemon (at start, or one that stops meanwhile) is said on screen; SIGTERM gives the
 //! terminal back; a sign-in with ALBEDO_NO_BROWSER and a pasted callback URL, and esc
-//! cancelling one; the extensions view switching `mcp` for every session and for one.
+//! cancelling one; the extensions view switching `mcp` and `editor-mcp` for every session and for
+//! one.
 
 mod common;
 use common::*;
@@ -408,9 +409,24 @@ fn the_extensions_view_switches_mcp_for_every_session_and_for_one() {
     assert!(s.contains("every session: on"), "{s}");
     assert_eq!(d.get(&format!("/sessions/{id}")).1["enabled"], false);
     assert_eq!(d.get("/extensions").1["mcp"]["enabled"], true);
+    // ↓ editor-mcp: for this session, then (s) for every session.
+    ui.keys(&["Down", "Enter"]);
+    ui.wait_for(&format!("editor-mcp switched off for session {id}"));
+    assert_eq!(
+        d.get(&format!("/sessions/{id}")).1["editor_mcp"]["enabled"],
+        false
+    );
+    assert_eq!(d.get("/extensions").1["editor-mcp"]["enabled"], true);
+    ui.keys(&["s"]);
+    ui.wait_for("the default for every session (s: this session only)");
+    ui.keys(&["Enter"]);
+    ui.wait_for("editor-mcp switched off for every session");
+    assert_eq!(d.get("/extensions").1["editor-mcp"]["enabled"], false);
+    let ext = std::fs::read_to_string(d.albedo_home().join("extensions.json")).unwrap();
+    assert!(ext.contains("\"editor-mcp\": false"), "{ext}");
     ui.keys(&["Escape"]);
     ui.wait("the list again", Duration::from_secs(10), |s| {
-        !s.contains("editor-mcp")
+        s.contains("n new") && !s.contains("every session:")
     });
 }
 

@@ -20,6 +20,9 @@ use tokio::sync::broadcast;
 pub struct Snapshot {
     pub table: ToolTable,
     pub conns: HashMap<String, ConnHandle>,
+    /// Servers of the set with no connection (left out, unavailable, needing a sign-in):
+    /// their state and the warning that says why.
+    pub left_out: HashMap<String, (ServerState, Option<String>)>,
 }
 
 /// The published snapshot, shared by the actor (which replaces it) and the API (which reads it).
@@ -74,6 +77,9 @@ pub struct Composition {
     /// The session's own choice for `editor-mcp`; `None` follows `editor_default`.
     editor_choice: Option<bool>,
     editor_default: bool,
+    /// The arbiter (an API worker thread) the session was opened on: its connections run
+    /// there, so a call from that worker reaches its connection without a thread hop.
+    arbiter: Option<actix::ArbiterHandle>,
 }
 
 impl Composition {
@@ -106,6 +112,7 @@ impl Composition {
                 editor: Vec::new(),
                 editor_choice: None,
                 editor_default: true,
+                arbiter: actix::Arbiter::try_current(),
             },
             shared,
             tx,
@@ -149,12 +156,18 @@ impl Composition {
         let mut warnings = Vec::new();
         let mut tools = Vec::new();
         let mut conns = HashMap::new();
+        let mut left_out = HashMap::new();
         let editor_on = self.editor_enabled();
         if let Some(p) = &self.current {
             warnings.extend(p.warnings.iter().cloned());
             for s in &p.servers {
-                if let Some(c) = &s.conn {
-                    conns.insert(s.config.name.clone(), c.clone());
+                match &s.conn {
+                    Some(c) => {
+                        conns.insert(s.config.name.clone(), c.clone());
+                    }
+                    None => {
+                        left_out.insert(s.config.name.clone(), (s.state, s.warning.clone()));
+                    }
                 }
                 // Editor servers are discovered even when `editor-mcp` is off: hidden only.
                 if s.editor && !editor_on {
@@ -170,6 +183,7 @@ impl Composition {
         let snap = Snapshot {
             table: ToolTable::from_shared(self.generation, tools),
             conns,
+            left_out,
         };
         self.shared.store(snap);
     }
@@ -288,6 +302,8 @@ pub struct Reload {
     pub editor: Option<Vec<crate::editor::EditorServer>>,
     /// A new session choice for `editor-mcp`.
     pub editor_choice: Option<Option<bool>>,
+    /// A new daemon-wide default for `editor-mcp` (`PUT /extensions/editor-mcp`).
+    pub editor_default: Option<bool>,
 }
 
 impl Composition {
@@ -327,10 +343,15 @@ impl Handler<Reload> for Composition {
         let prev_default = self.default_enabled;
         let prev_off = self.off.clone();
         let prev_editor_choice = self.editor_choice;
+        let prev_editor_default = self.editor_default;
         let prev_editor = msg.editor.as_ref().map(|_| self.editor.clone());
         let was_enabled = self.enabled();
+        let was_editor = self.editor_enabled();
         if let Some(c) = msg.editor_choice {
             self.editor_choice = c;
+        }
+        if let Some(d) = msg.editor_default {
+            self.editor_default = d;
         }
         if let Some(list) = msg.editor.clone() {
             self.editor = list;
@@ -357,9 +378,10 @@ impl Handler<Reload> for Composition {
             && msg.server.is_none()
             && msg.editor.is_none()
             && msg.editor_choice.is_none()
-            && msg.default_enabled.is_some()
+            && (msg.default_enabled.is_some() || msg.editor_default.is_some())
             && !msg.reread
             && was_enabled == self.enabled()
+            && was_editor == self.editor_enabled()
             && self.current.is_some()
         {
             let g = self.generation;
@@ -376,6 +398,7 @@ impl Handler<Reload> for Composition {
                 .unwrap_or_default(),
             off: self.off.clone(),
             editor: self.editor.clone(),
+            arbiter: self.arbiter.clone(),
         };
         let runtime = self.runtime.clone();
         Box::pin(
@@ -413,6 +436,7 @@ impl Handler<Reload> for Composition {
                                 act.default_enabled = prev_default;
                                 act.off = prev_off;
                                 act.editor_choice = prev_editor_choice;
+                                act.editor_default = prev_editor_default;
                                 if let Some(e) = prev_editor {
                                     act.editor = e;
                                 }

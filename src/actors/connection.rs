@@ -12,7 +12,7 @@
 //! Owns: one server's client and its link state. Must not touch: the API, the store, other
 //! connections.
 
-use crate::client::discovery::{self, check_complete, DiscoveryError};
+use crate::client::discovery::{self, check_complete_head, DiscoveryError};
 use crate::client::handshake::{self, HandshakeError, ServerHello};
 use crate::client::{ClientEvent, McpClient, RpcError};
 use crate::protocol::era::ProtocolVersion;
@@ -20,6 +20,7 @@ use crate::protocol::headers::ParamHeader;
 use crate::protocol::model::Catalogue;
 use crate::protocol::text::Redactor;
 use crate::protocol::ErrorObject;
+use crate::protocol::ResultText;
 use crate::store::settings::{ResolvedServer, ResolvedTransport, TransportConfig};
 use crate::transport::stdio::{StdioSpec, StdioTransport};
 use crate::transport::{SharedTransport, TransportError, TransportKind};
@@ -46,6 +47,12 @@ pub struct ConnContext {
     pub restart: RestartPolicy,
     /// The daemon's OAuth tokens (`None`: no sign-ins, as in tests of the actors alone).
     pub tokens: Option<super::tokens::TokenBook>,
+    /// Told the server's name whenever a connection's [`LinkState`] changes (the API turns it
+    /// into a `servers` event of `GET /settings/mcp/events`); `None`: nobody listens.
+    pub state_changes: Option<tokio::sync::broadcast::Sender<String>>,
+    /// The arbiter the connection runs on (its session's: the API worker that opened it);
+    /// `None`: one of the registry's own, in turn.
+    pub arbiter: Option<actix::ArbiterHandle>,
 }
 
 impl ConnContext {
@@ -57,6 +64,8 @@ impl ConnContext {
             dials: DialLimit::new(DEFAULT_CONCURRENT_DIALS),
             restart: RestartPolicy::default(),
             tokens: None,
+            state_changes: None,
+            arbiter: None,
         }
     }
 }
@@ -197,7 +206,7 @@ pub enum CallTarget {
     GetPrompt { name: String, arguments: Value },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkState {
     Idle,
@@ -347,7 +356,7 @@ struct DialGuard<'a>(&'a Link, bool);
 impl Drop for DialGuard<'_> {
     fn drop(&mut self) {
         if self.1 {
-            *self.0.state.borrow_mut() = LinkState::Unavailable;
+            self.0.set_state(LinkState::Unavailable);
             self.0.dials.set(self.0.dials.get().wrapping_add(1));
             let e = HandshakeError::Timeout(self.0.startup_timeout());
             *self.0.last_error.borrow_mut() = Some(e.to_string());
@@ -396,6 +405,16 @@ impl Link {
         &self.server.config.name
     }
 
+    /// The link's state; a change is told to whoever follows them (`state_changes`).
+    fn set_state(&self, state: LinkState) {
+        let before = self.state.replace(state);
+        if before != state {
+            if let Some(tx) = &self.ctx.state_changes {
+                let _ = tx.send(self.name().to_owned());
+            }
+        }
+    }
+
     fn current(&self) -> Option<(McpClient, ServerHello)> {
         let g = self.client.borrow();
         match g.as_ref() {
@@ -437,7 +456,7 @@ impl Link {
             }
         }
         self.drop_client();
-        *self.state.borrow_mut() = LinkState::Connecting;
+        self.set_state(LinkState::Connecting);
         // A dial given up half-way (its caller timed out) leaves the link unavailable,
         // not "connecting" for ever.
         let mut unfinished = DialGuard(self, true);
@@ -450,17 +469,17 @@ impl Link {
         match dialled {
             Ok((c, h)) => {
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
-                *self.state.borrow_mut() = LinkState::Connected;
+                self.set_state(LinkState::Connected);
                 *self.last_error.borrow_mut() = None;
                 *self.last_dial_error.borrow_mut() = None;
                 Ok((c, h))
             }
             Err(e) => {
-                *self.state.borrow_mut() = if matches!(e, HandshakeError::NeedsAuth { .. }) {
+                self.set_state(if matches!(e, HandshakeError::NeedsAuth { .. }) {
                     LinkState::NeedsSignIn
                 } else {
                     LinkState::Unavailable
-                };
+                });
                 let why = self
                     .auth_reason
                     .take()
@@ -680,14 +699,14 @@ impl Link {
 
     /// A call; every error that leaves is cleaned of the server's secrets and control
     /// characters (a server may echo a secret it was sent in its error).
-    async fn call(self: Rc<Self>, target: CallTarget) -> Result<Value, CallError> {
+    async fn call(self: Rc<Self>, target: CallTarget) -> Result<ResultText, CallError> {
         let redact = self.redact.clone();
         self.call_raw(target)
             .await
             .map_err(|e| clean_call_error(e, &redact))
     }
 
-    async fn call_raw(self: Rc<Self>, target: CallTarget) -> Result<Value, CallError> {
+    async fn call_raw(self: Rc<Self>, target: CallTarget) -> Result<ResultText, CallError> {
         let server = self.name().to_owned();
         let dial = tokio::time::timeout(self.startup_timeout(), self.client()).await;
         let (client, _) = match dial {
@@ -754,8 +773,9 @@ impl Link {
                 ("prompts/get", named(name, arguments), vec![])
             }
         };
+        // The answer stays the server's text (`ResultText`): it is passed on, not parsed.
         let mut r = client
-            .request_with(method, Some(params.clone()), self.call_timeout(), &hdrs)
+            .request_text_with(method, Some(&params), self.call_timeout(), &hdrs)
             .await;
         // Refused before it ran (401/403): with a stored sign-in, a 401 refreshes the token
         // once and the request is sent again (it did not run); a 403 `insufficient_scope`
@@ -779,7 +799,7 @@ impl Link {
             match outcome {
                 Ok(()) => {
                     r = client
-                        .request_with(method, Some(params), self.call_timeout(), &hdrs)
+                        .request_text_with(method, Some(&params), self.call_timeout(), &hdrs)
                         .await;
                 }
                 Err(why) => {
@@ -801,7 +821,7 @@ impl Link {
         }
         match r {
             Ok(v) => {
-                check_complete(&v).map_err(|e| CallError::Invalid {
+                check_complete_head(v.head()).map_err(|e| CallError::Invalid {
                     server: server.clone(),
                     reason: e.to_string(),
                 })?;
@@ -1030,7 +1050,7 @@ impl Connection {
         self.link.drop_client();
         let (tx, _rx) = mpsc::unbounded_channel();
         self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
-        *self.link.state.borrow_mut() = LinkState::Closed;
+        self.link.set_state(LinkState::Closed);
     }
 
     /// Run a background discovery, at most one at a time; a change reported meanwhile runs it
@@ -1136,7 +1156,7 @@ impl StreamHandler<ClientEvent> for Connection {
                 let connected = *self.link.state.borrow() == LinkState::Connected;
                 if connected && self.link.current().is_none() {
                     *self.link.last_error.borrow_mut() = Some(reason);
-                    *self.link.state.borrow_mut() = LinkState::Idle;
+                    self.link.set_state(LinkState::Idle);
                 }
             }
         }
@@ -1208,11 +1228,11 @@ impl Handler<Watch> for Connection {
 
 /// One request on behalf of the model: a tool call, a resource read or a prompt.
 #[derive(Message)]
-#[rtype(result = "Result<Value, CallError>")]
+#[rtype(result = "Result<ResultText, CallError>")]
 pub struct Call(pub CallTarget);
 
 impl Handler<Call> for Connection {
-    type Result = ResponseActFuture<Self, Result<Value, CallError>>;
+    type Result = ResponseActFuture<Self, Result<ResultText, CallError>>;
 
     fn handle(&mut self, msg: Call, _ctx: &mut Self::Context) -> Self::Result {
         if self.shared.is_closed() {
@@ -1242,7 +1262,7 @@ impl Handler<GetStatus> for Connection {
         self.shared.trip(PanicPoint::Status);
         let current = self.link.current();
         let pv: Option<ProtocolVersion> = current.as_ref().map(|(_, h)| h.protocol.clone());
-        let mut state = self.link.state.borrow().clone();
+        let mut state = *self.link.state.borrow();
         if current.is_none() && state == LinkState::Connected {
             state = LinkState::Idle;
         }

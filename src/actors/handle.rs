@@ -16,7 +16,6 @@ use super::connection::{
 };
 use crate::protocol::model::Catalogue;
 use actix::prelude::*;
-use serde_json::Value;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -125,7 +124,7 @@ impl ConnHandle {
 
     /// A call on behalf of the model. A call the actor never received is `not_run`; one it
     /// received and then lost (the actor panicked) is `unknown`.
-    pub async fn call(&self, target: CallTarget) -> Result<Value, CallError> {
+    pub async fn call(&self, target: CallTarget) -> Result<crate::protocol::ResultText, CallError> {
         let server = self.name().to_owned();
         let addr = self.addr().await.map_err(|e| match e {
             Unreachable::Failed(reason) => CallError::Unavailable {

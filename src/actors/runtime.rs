@@ -249,6 +249,8 @@ pub struct Prepare {
     pub off: Vec<String>,
     /// The session's editor-supplied servers (prepared whatever `enabled` says).
     pub editor: Vec<crate::editor::EditorServer>,
+    /// Where the connections it starts run (the session's arbiter); `None`: the registry's.
+    pub arbiter: Option<actix::ArbiterHandle>,
 }
 
 impl Handler<Prepare> for Runtime {
@@ -261,6 +263,7 @@ impl Handler<Prepare> for Runtime {
             reuse: msg.reuse,
             off: msg.off,
             editor: msg.editor,
+            arbiter: msg.arbiter,
         })
     }
 }
@@ -273,6 +276,7 @@ struct Ask {
     reuse: Vec<PreparedServer>,
     off: Vec<String>,
     editor: Vec<crate::editor::EditorServer>,
+    arbiter: Option<actix::ArbiterHandle>,
 }
 
 /// What preparation works with.
@@ -324,7 +328,7 @@ pub async fn save_catalogue(
         return Ok(());
     };
     let (server, fp) = (server.to_owned(), fingerprint.to_owned());
-    let r = tokio::task::spawn_blocking(move || store.put(&server, &fp, &catalogue)).await;
+    let r = tokio::task::spawn_blocking(move || store.put_shared(&server, &fp, &catalogue)).await;
     match r {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e @ crate::store::catalogue::StoreError::TooLarge { .. })) => {
@@ -355,7 +359,10 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         reuse,
         off,
         editor,
+        arbiter,
     } = ask;
+    // The connections it starts run on the session's arbiter.
+    let cctx = ConnContext { arbiter, ..cctx };
     let (ext, creds) = read_settings(home).await?;
     let mcp = ext.mcp()?;
     let mut warnings = mcp.warnings.clone();
@@ -647,6 +654,7 @@ impl Handler<Probe> for Runtime {
             reuse: Vec::new(),
             off: Vec::new(),
             editor: Vec::new(),
+            arbiter: None,
         })
     }
 }

@@ -595,7 +595,7 @@ pub fn auth_view(
     serde_json::json!({
         "state": state,
         "grant": grant,
-        "account": Value::Null,
+        "account": record.as_ref().and_then(|r| r.account.clone()),
         "expires_at": record.as_ref().and_then(|r| r.expires_at),
         "scope": record.as_ref().and_then(|r| r.scope.clone()),
         "step_up": record.as_ref().map(|r| r.step_up.clone()).unwrap_or_default(),

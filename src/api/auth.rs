@@ -182,7 +182,7 @@ pub async fn follow_sign_ins(
             });
         }
         if ev.state == LoginState::SignedIn {
-            super::settings::reload_sessions(&state, None).await;
+            super::settings::reload_sessions(&state, None, None).await;
         }
         state.settings_changed("sign_in", Some(ev.server.clone()), Some(json!(ev.state)));
     }

@@ -19,6 +19,7 @@ use crate::actors::composition::{
 use crate::actors::connection::{CallError, CallTarget};
 use crate::actors::runtime::Runtime;
 use crate::advertise::ToolKind;
+use crate::protocol::ResultText;
 use actix::prelude::*;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
@@ -292,6 +293,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         .service(resource("/extensions", "GET").route(web::get().to(settings::get_extensions)))
         .service(resource("/extensions/mcp", "PUT").route(web::put().to(settings::put_extension)))
         .service(
+            resource("/extensions/editor-mcp", "PUT")
+                .route(web::put().to(settings::put_editor_extension)),
+        )
+        .service(
             resource("/extensions/mcp/reload", "POST").route(web::post().to(settings::reload_all)),
         )
         .service(
@@ -539,6 +544,17 @@ async fn delete_session(
     let _ = s.addr.send(CloseSession).await;
     state.settings_changed("sessions", None, None);
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// Close every session (the daemon is stopping): each closes its connections, as
+/// `DELETE /sessions/{id}` does.
+pub async fn close_sessions(state: &AppState) {
+    let all: Vec<SessionHandle> = state
+        .sessions
+        .write()
+        .map(|mut m| m.drain().map(|(_, s)| s).collect())
+        .unwrap_or_default();
+    futures_util::future::join_all(all.iter().map(|s| s.addr.send(CloseSession))).await;
 }
 
 /// `PUT /sessions/{id}/editor-mcp-servers` with ACP v1's `mcpServers` array: the session's
@@ -796,13 +812,64 @@ async fn call_tool(
     })?;
     drop(snap);
     match conn.call(target).await {
-        Ok(Value::Object(mut result)) => {
-            result.insert("outcome".into(), Value::from("ok"));
-            Ok(large_json(Value::Object(result)))
-        }
-        Ok(other) => Ok(HttpResponse::Ok().json(json!({"outcome": "ok", "result": other}))),
+        Ok(result) => Ok(ok_answer(result)),
         Err(e) => Err(call_error(e)),
     }
+}
+
+/// A call's answer: the result's keys and `"outcome": "ok"`. The result goes out as the text
+/// the server sent, `outcome` put in front of its keys, never parsed into a tree and written
+/// again (`ResultText`). A result that is not an object, or that has an `outcome` key of its
+/// own, is read as a tree: albedo's `outcome` replaces the server's, or the result is put
+/// under `result`.
+fn ok_answer(result: ResultText) -> HttpResponse {
+    let (object, outcome_key) = (result.head().object, result.head().outcome_key);
+    if object && !outcome_key {
+        let empty = result.get()[1..].trim_start().starts_with('}');
+        if empty {
+            return bytes_answer(vec![web::Bytes::from_static(br#"{"outcome":"ok"}"#)]);
+        }
+        // `{` + the result's text after its own `{`.
+        let text = result.into_bytes();
+        return bytes_answer(vec![
+            web::Bytes::from_static(br#"{"outcome":"ok","#),
+            text.slice(1..),
+        ]);
+    }
+    match result.to_value() {
+        Ok(Value::Object(mut m)) => {
+            m.insert("outcome".into(), Value::from("ok"));
+            large_json(Value::Object(m))
+        }
+        Ok(other) => large_json(json!({"outcome": "ok", "result": other})),
+        Err(e) => HttpResponse::InternalServerError().json(json!({"error": {
+            "code": "internal", "message": format!("the result could not be read: {e}")}})),
+    }
+}
+
+/// A JSON answer made of `parts` (shared, not copied); one over [`SLICE`] goes out a slice
+/// at a time.
+fn bytes_answer(parts: Vec<web::Bytes>) -> HttpResponse {
+    let mut r = HttpResponse::Ok();
+    r.content_type(actix_web::http::header::ContentType::json());
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len <= SLICE {
+        if let [one] = parts.as_slice() {
+            return r.body(one.clone());
+        }
+        let mut body = Vec::with_capacity(len);
+        for p in &parts {
+            body.extend_from_slice(p);
+        }
+        return r.body(body);
+    }
+    let slices = futures_util::stream::iter(parts.into_iter().flat_map(|p| {
+        (0..p.len())
+            .step_by(SLICE)
+            .map(move |i| Ok::<_, actix_web::Error>(p.slice(i..(i + SLICE).min(p.len()))))
+            .collect::<Vec<_>>()
+    }));
+    r.body(actix_web::body::SizedStream::new(len as u64, slices))
 }
 
 /// Above this size a JSON answer is written in slices of this size.
@@ -904,8 +971,8 @@ async fn events(
 pub type SharedState = Arc<AppState>;
 
 /// One line of `GET /settings/mcp/events`: `kind` is `settings` (saved, reloaded, the
-/// extension's default), `sign_in` (a sign-in's progress: `server`, `state`), or `sessions`
-/// (one opened or closed). Clients read `GET /settings/mcp` again when they hear one.
+/// extension's default), `sign_in` (a sign-in's progress: `server`, `state`), `sessions`
+/// (one opened or closed), or `servers` (a connection to `server` changed state). Clients read `GET /settings/mcp` again when they hear one.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SettingsEvent {
     pub kind: &'static str,
@@ -928,6 +995,44 @@ impl AppState {
             server,
             state,
         });
+    }
+}
+
+/// Follow the connections' state changes for the daemon's life: each becomes a `servers`
+/// event (`server`: its name) of `GET /settings/mcp/events`, so that a client shows a server
+/// connecting, failing or closing without polling. Changes that queued up while one was told
+/// are told once per server (a session opening with 20 servers is not 40 events per
+/// listener); missed ones (the channel lagged) are one `servers` event naming none: read all.
+pub async fn follow_link_states(
+    state: web::Data<AppState>,
+    mut changes: broadcast::Receiver<String>,
+) {
+    loop {
+        let first = match changes.recv().await {
+            Ok(name) => Some(name),
+            Err(broadcast::error::RecvError::Lagged(_)) => None,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let mut names: Vec<Option<String>> = vec![first];
+        loop {
+            match changes.try_recv() {
+                Ok(n) => {
+                    let n = Some(n);
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => names.push(None),
+                Err(_) => break,
+            }
+        }
+        if names.contains(&None) {
+            state.settings_changed("servers", None, None);
+        } else {
+            for n in names {
+                state.settings_changed("servers", n, None);
+            }
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use super::body::{Optional, Strict};
 use super::{ApiError, AppState, SessionHandle};
 use crate::actors::composition::Reload;
 use crate::actors::connection::LinkState;
+use crate::actors::runtime::ServerState;
 use crate::actors::strict::{SavedTools, TryOutcome, TryServers};
 use crate::advertise::ToolKind;
 use crate::store::edit::{self, PatchError};
@@ -242,6 +243,20 @@ async fn status_of(
     if let Some(v) = best {
         return v;
     }
+    // A session left it out: why.
+    let left_out = sessions
+        .iter()
+        .find_map(|s| s.shared.load().left_out.get(name).cloned());
+    if let Some((st, warning)) = left_out {
+        let state = match st {
+            ServerState::NeedsSignIn => Some("needs_sign_in"),
+            ServerState::LeftOut | ServerState::Unavailable => Some("unavailable"),
+            _ => None,
+        };
+        if let Some(state) = state {
+            return json!({"state": state, "era": null, "protocol_version": null, "tools": null, "last_error": warning});
+        }
+    }
     let tried = state
         .tried
         .lock()
@@ -379,6 +394,7 @@ async fn view(state: &AppState, read: &Read) -> Value {
 pub async fn reload_sessions(
     state: &AppState,
     default_enabled: Option<bool>,
+    editor_default: Option<bool>,
 ) -> (Map<String, Value>, bool) {
     let sessions: Vec<(String, SessionHandle)> = state
         .sessions
@@ -389,6 +405,7 @@ pub async fn reload_sessions(
         s.addr.send(Reload {
             choice: None,
             default_enabled,
+            editor_default,
             reread: true,
             server: None,
             ..Reload::default()
@@ -561,7 +578,12 @@ pub async fn patch_settings(
         deleted = edited.deleted.len(),
         "settings saved"
     );
-    let (sessions, _) = reload_sessions(&state, Some(new_ext.mcp_enabled())).await;
+    let (sessions, _) = reload_sessions(
+        &state,
+        Some(new_ext.mcp_enabled()),
+        Some(new_ext.editor_mcp_enabled()),
+    )
+    .await;
     state.settings_changed("settings", None, None);
     let home = state.home.clone();
     let read = web::block(move || read_files(&home))
@@ -615,9 +637,14 @@ pub async fn load_extensions(home: PathBuf) -> Result<ExtensionsFile, ApiError> 
 /// `GET /extensions`.
 pub async fn get_extensions(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let ext = load_extensions(state.home.clone()).await?;
+    let (mcp, editor) = (ext.mcp_enabled(), ext.editor_mcp_enabled());
     Ok(HttpResponse::Ok().json(json!({
-        "extensions": [{"name": "mcp", "installed": true, "enabled": ext.mcp_enabled()}],
-        "mcp": {"enabled": ext.mcp_enabled()},
+        "extensions": [
+            {"name": "mcp", "installed": true, "enabled": mcp},
+            {"name": crate::editor::EXTENSION, "installed": true, "enabled": editor},
+        ],
+        "mcp": {"enabled": mcp},
+        crate::editor::EXTENSION: {"enabled": editor},
     })))
 }
 
@@ -627,20 +654,42 @@ pub struct EnabledBody {
     pub enabled: bool,
 }
 
-/// `PUT /extensions/mcp` `{"enabled": bool}`: the extension's default for every session. The
-/// file is read and written under the settings lock; a hand edit it carries along stays
-/// "changed on disk" for `PATCH /settings/mcp` until a reload.
+/// `PUT /extensions/mcp` `{"enabled": bool}`: the `mcp` extension's default for every session.
 pub async fn put_extension(
     state: web::Data<AppState>,
     Strict(body): Strict<EnabledBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let on = body.enabled;
+    put_default(state, "mcp", body.enabled).await
+}
+
+/// `PUT /extensions/editor-mcp` `{"enabled": bool}`: the `editor-mcp` extension's default for
+/// every session (a session's own choice, `PUT /sessions/{id}/extensions/editor-mcp`, wins).
+pub async fn put_editor_extension(
+    state: web::Data<AppState>,
+    Strict(body): Strict<EnabledBody>,
+) -> Result<HttpResponse, ApiError> {
+    put_default(state, crate::editor::EXTENSION, body.enabled).await
+}
+
+/// One extension's default written to `extensions.json` and given to every session. The file
+/// is read and written under the settings lock; a hand edit it carries along stays "changed
+/// on disk" for `PATCH /settings/mcp` until a reload.
+async fn put_default(
+    state: web::Data<AppState>,
+    extension: &'static str,
+    on: bool,
+) -> Result<HttpResponse, ApiError> {
+    let editor = extension == crate::editor::EXTENSION;
     let _serial = pair::settings_lock().lock().await;
     let home = state.home.clone();
     let (before, after) = web::block(move || {
         let before = digest_on_disk(&home);
         let mut ext = ExtensionsFile::load(&home)?;
-        ext.set_mcp_enabled(on);
+        if editor {
+            ext.set_editor_mcp_enabled(on);
+        } else {
+            ext.set_mcp_enabled(on);
+        }
         ext.save(&home)?;
         Ok::<_, SettingsError>((before, digest(Some(&ext.to_bytes()))))
     })
@@ -658,12 +707,16 @@ pub async fn put_extension(
         .map(|s| s.values().cloned().collect())
         .unwrap_or_default();
     let results = futures_util::future::join_all(sessions.iter().map(|s| {
-        s.addr.send(Reload {
-            choice: None,
-            default_enabled: Some(on),
-            reread: false,
-            server: None,
-            ..Reload::default()
+        s.addr.send(if editor {
+            Reload {
+                editor_default: Some(on),
+                ..Reload::default()
+            }
+        } else {
+            Reload {
+                default_enabled: Some(on),
+                ..Reload::default()
+            }
         })
     }))
     .await;
@@ -675,7 +728,7 @@ pub async fn put_extension(
         })
         .collect();
     state.settings_changed("settings", None, None);
-    Ok(HttpResponse::Ok().json(json!({"mcp": {"enabled": on}, "errors": errors})))
+    Ok(HttpResponse::Ok().json(json!({extension: {"enabled": on}, "errors": errors})))
 }
 
 /// A body that names nothing (`{}`, or none at all).
@@ -697,7 +750,12 @@ pub async fn reload_all(
     if let Ok(mut k) = state.known_extensions.lock() {
         *k = read.digest;
     }
-    let (out, failed) = reload_sessions(&state, Some(ext.mcp_enabled())).await;
+    let (out, failed) = reload_sessions(
+        &state,
+        Some(ext.mcp_enabled()),
+        Some(ext.editor_mcp_enabled()),
+    )
+    .await;
     state.settings_changed("settings", None, None);
     let status = if failed {
         StatusCode::UNPROCESSABLE_ENTITY

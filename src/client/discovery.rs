@@ -209,7 +209,16 @@ pub async fn list_all(
 /// A modern result must be `complete`; `input_required` asks for a capability albedo does
 /// not declare.
 pub fn check_complete(result: &Value) -> Result<(), RpcError> {
-    match result_type(result) {
+    complete_or(result_type(result))
+}
+
+/// [`check_complete`] of a result kept as text, from its head.
+pub fn check_complete_head(head: &crate::protocol::ResultHead) -> Result<(), RpcError> {
+    complete_or(head.result_type())
+}
+
+fn complete_or(result_type: &str) -> Result<(), RpcError> {
+    match result_type {
         "complete" => Ok(()),
         "input_required" => Err(RpcError::Invalid(
             "the server needs input from a client capability albedo does not declare \

@@ -191,7 +191,7 @@ pub async fn handshake(
     Ok(hello)
 }
 
-type Answer = tokio::sync::oneshot::Receiver<Result<Value, RpcError>>;
+type Answer = tokio::sync::oneshot::Receiver<Result<crate::protocol::ResultText, RpcError>>;
 
 /// The stdio race between the open probe and `initialize`.
 async fn race(
@@ -211,12 +211,12 @@ async fn race(
         // Collect whatever has arrived, then handle it in arrival order.
         if dres.is_none() && !d_done {
             if let Ok(r) = drx.try_recv() {
-                dres = Some(r);
+                dres = Some(r.and_then(|t| super::tree(&t)));
             }
         }
         if ires.is_none() && !i_done {
             if let Ok(r) = irx.try_recv() {
-                ires = Some(r);
+                ires = Some(r.and_then(|t| super::tree(&t)));
             }
         }
         let order = client.answer_order();
@@ -285,10 +285,13 @@ async fn race(
 }
 
 fn flatten(
-    r: Result<Result<Value, RpcError>, tokio::sync::oneshot::error::RecvError>,
+    r: Result<
+        Result<crate::protocol::ResultText, RpcError>,
+        tokio::sync::oneshot::error::RecvError,
+    >,
 ) -> Result<Value, RpcError> {
     match r {
-        Ok(x) => x,
+        Ok(x) => x.and_then(|t| super::tree(&t)),
         Err(_) => Err(RpcError::Lost(TransportError::Closed(
             "the connection closed during the handshake".into(),
         ))),

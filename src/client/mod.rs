@@ -21,6 +21,7 @@ use crate::protocol::headers::{self, ParamHeader};
 use crate::protocol::json_write::{self, WriteJson};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
 use crate::protocol::model::result_type;
+use crate::protocol::result::ResultText;
 use crate::transport::{
     Inbound, InboundSink, OutKind, Outbound, SharedTransport, TransportError, TransportKind,
 };
@@ -77,7 +78,7 @@ pub struct ClientStats {
     pub server_requests: AtomicU64,
 }
 
-type Pending = HashMap<RequestId, oneshot::Sender<Result<Value, RpcError>>>;
+type Pending = HashMap<RequestId, oneshot::Sender<Result<ResultText, RpcError>>>;
 
 struct Inner {
     transport: OnceLock<SharedTransport>,
@@ -234,7 +235,7 @@ impl McpClient {
         self.inner.listen_heard.load(Ordering::Relaxed)
     }
 
-    /// Send a request and wait for its result.
+    /// Send a request and wait for its result, as a tree.
     pub async fn request(
         &self,
         method: &str,
@@ -257,6 +258,22 @@ impl McpClient {
         timeout: Duration,
         param_headers: &[ParamHeader],
     ) -> Result<Value, RpcError> {
+        let text = self
+            .request_text_with(method, params.as_ref(), timeout, param_headers)
+            .await?;
+        tree(&text)
+    }
+
+    /// [`Self::request_with`], the result kept as the text the server sent ([`ResultText`]):
+    /// what a tool call's answer is passed on as, never parsed into a tree. The params are
+    /// borrowed (a caller that may send the request again keeps them).
+    pub async fn request_text_with(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        timeout: Duration,
+        param_headers: &[ParamHeader],
+    ) -> Result<ResultText, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut as_version: Option<ProtocolVersion> = None;
         let mut state: Option<String> = None;
@@ -273,7 +290,7 @@ impl McpClient {
             first = false;
             let started = self.start_request_with_state(
                 method,
-                params.as_ref(),
+                params,
                 param_headers,
                 as_version.as_ref(),
                 state.as_deref(),
@@ -285,7 +302,7 @@ impl McpClient {
                 Err(RpcError::NotSent(e)) if state_rounds > 0 => return Err(RpcError::Lost(e)),
                 Err(e) => return Err(e),
             };
-            let result = match self.finish_request(id, rx, left).await {
+            let result = match self.finish_request_text(id, rx, left).await {
                 Ok(v) => v,
                 Err(RpcError::Server(e))
                     if modern
@@ -302,10 +319,14 @@ impl McpClient {
                 Err(RpcError::Timeout(_)) => return Err(RpcError::Timeout(timeout)),
                 Err(e) => return Err(e),
             };
-            if !(modern && MRTR_METHODS.contains(&method)) {
+            if !(modern && MRTR_METHODS.contains(&method))
+                || result.head().result_type() != "input_required"
+            {
                 return Ok(result);
             }
-            match state_only(&result)? {
+            // Rare: an input_required result is read as a tree.
+            let tree = tree(&result)?;
+            match state_only(&tree)? {
                 None => return Ok(result),
                 Some(s) => {
                     // Not a retry of a failed call: the spec's continuation of the same
@@ -334,7 +355,7 @@ impl McpClient {
         method: &str,
         params: Option<Value>,
         as_version: Option<&ProtocolVersion>,
-    ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+    ) -> Result<(RequestId, oneshot::Receiver<Result<ResultText, RpcError>>), RpcError> {
         self.start_request(method, params.as_ref(), &[], as_version)
     }
 
@@ -347,7 +368,7 @@ impl McpClient {
         params: Option<&Value>,
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
-    ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+    ) -> Result<(RequestId, oneshot::Receiver<Result<ResultText, RpcError>>), RpcError> {
         self.start_request_with_state(method, params, param_headers, as_version, None)
     }
 
@@ -360,7 +381,7 @@ impl McpClient {
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
         request_state: Option<&str>,
-    ) -> Result<(RequestId, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+    ) -> Result<(RequestId, oneshot::Receiver<Result<ResultText, RpcError>>), RpcError> {
         let transport = self.transport().map_err(RpcError::NotSent)?;
         if let Some(reason) = self.closed_reason() {
             return Err(RpcError::NotSent(TransportError::Closed(reason)));
@@ -428,9 +449,19 @@ impl McpClient {
     pub(crate) async fn finish_request(
         &self,
         id: RequestId,
-        rx: oneshot::Receiver<Result<Value, RpcError>>,
+        rx: oneshot::Receiver<Result<ResultText, RpcError>>,
         timeout: Duration,
     ) -> Result<Value, RpcError> {
+        tree(&self.finish_request_text(id, rx, timeout).await?)
+    }
+
+    /// [`Self::finish_request`], the result kept as text.
+    pub(crate) async fn finish_request_text(
+        &self,
+        id: RequestId,
+        rx: oneshot::Receiver<Result<ResultText, RpcError>>,
+        timeout: Duration,
+    ) -> Result<ResultText, RpcError> {
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(RpcError::Lost(TransportError::Closed(
@@ -522,6 +553,13 @@ pub const MAX_STATE_ROUNDS: usize = 8;
 /// `inputRequests`, or an empty map): the request is sent again with it. `None` for any other
 /// result (complete, or asking for input albedo cannot give: the caller refuses it); an
 /// error for an `input_required` result that breaks the spec's shape.
+/// A result read as a tree (it was checked to be JSON when its message was parsed).
+pub fn tree(result: &ResultText) -> Result<Value, RpcError> {
+    result
+        .to_value()
+        .map_err(|e| RpcError::Invalid(format!("the result could not be read: {e}")))
+}
+
 fn state_only(result: &Value) -> Result<Option<&str>, RpcError> {
     if result_type(result) != "input_required" {
         return Ok(None);
@@ -663,7 +701,7 @@ fn server_cancelled(reason: Option<&str>) -> RpcError {
 impl Inner {
     /// A response arrived: note its place in the order (while that is tracked) and take its
     /// waiter.
-    fn answered(&self, id: &RequestId) -> Option<oneshot::Sender<Result<Value, RpcError>>> {
+    fn answered(&self, id: &RequestId) -> Option<oneshot::Sender<Result<ResultText, RpcError>>> {
         if let Ok(mut g) = self.answers.lock() {
             if let Some(v) = g.as_mut() {
                 v.push(id.clone());
@@ -672,7 +710,10 @@ impl Inner {
         self.take_pending(id)
     }
 
-    fn take_pending(&self, id: &RequestId) -> Option<oneshot::Sender<Result<Value, RpcError>>> {
+    fn take_pending(
+        &self,
+        id: &RequestId,
+    ) -> Option<oneshot::Sender<Result<ResultText, RpcError>>> {
         self.pending.lock().ok().and_then(|mut p| p.remove(id))
     }
 
@@ -706,7 +747,7 @@ impl Inner {
             Inbound::Message(Message::Request { id, method, .. }) => {
                 self.stats.server_requests.fetch_add(1, Ordering::Relaxed);
                 let result = if method == "ping" {
-                    Ok(json!({}))
+                    Ok(ResultText::from_value(&json!({})))
                 } else {
                     Err(ErrorObject::new(
                         jsonrpc::METHOD_NOT_FOUND,
@@ -841,7 +882,7 @@ mod tests {
                     } else {
                         Inbound::Message(Message::Response {
                             id,
-                            result: Ok(json!({"content": []})),
+                            result: Ok(json!({"content": []}).into()),
                         })
                     });
                     answered += 1;
@@ -924,7 +965,10 @@ mod tests {
                 sent.len() - 1
             };
             if let (Some(result), Some(sink)) = ((self.script)(n, &body), self.sink.get()) {
-                sink.deliver(Inbound::Message(Message::Response { id, result }));
+                sink.deliver(Inbound::Message(Message::Response {
+                    id,
+                    result: result.map(ResultText::from),
+                }));
             }
             Ok(())
         }

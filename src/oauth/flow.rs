@@ -22,7 +22,7 @@ use super::grant::{post_token, refusal};
 use super::jws::DpopKey;
 use super::pkce::{self, Pkce};
 use super::record::TokenRecord;
-use super::{now_secs, scope, server_text, OAuthError, Sensitive};
+use super::{identity, now_secs, scope, server_text, OAuthError, Sensitive};
 use serde_json::Value;
 use url::Url;
 
@@ -214,6 +214,8 @@ pub(crate) struct Granted {
     pub(crate) scope: Option<String>,
     /// `Bearer`, or `DPoP` (RFC 9449 §5: the token is bound to the proof's key).
     pub(crate) token_type: String,
+    /// An OpenID Connect ID token, only read for the account (`identity`).
+    pub(crate) id_token: Option<Sensitive>,
 }
 
 pub(crate) fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
@@ -253,6 +255,10 @@ pub(crate) fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
         expires_in,
         scope: doc.get("scope").and_then(Value::as_str).map(str::to_owned),
         token_type: if dpop { "DPoP" } else { "Bearer" }.to_owned(),
+        id_token: doc
+            .get("id_token")
+            .and_then(Value::as_str)
+            .map(Sensitive::new),
     })
 }
 
@@ -304,6 +310,12 @@ pub async fn exchange(
     check_binding(&g, pending.dpop.as_ref())?;
     let bound = g.token_type == "DPoP";
     let now = now_secs();
+    let account = identity::account(
+        g.id_token.as_ref().map(Sensitive::expose),
+        g.access_token.expose(),
+        &pending.issuer,
+        &pending.client.client_id,
+    );
     Ok(TokenRecord {
         server_url: pending.server_url.clone(),
         access_token: g.access_token,
@@ -317,6 +329,7 @@ pub async fn exchange(
         client: pending.client.clone(),
         step_up: Vec::new(),
         dpop_key: pending.dpop.clone().filter(|_| bound),
+        account,
     })
 }
 
@@ -366,12 +379,21 @@ pub async fn refresh(fetcher: &Fetcher, record: &TokenRecord) -> Result<TokenRec
     let g = read_granted(&reply)?;
     check_binding(&g, record.dpop_key.as_ref())?;
     let now = now_secs();
+    // A new ID token (or JWT access token) may name the account; else it stays as it was.
+    let account = identity::account(
+        g.id_token.as_ref().map(Sensitive::expose),
+        g.access_token.expose(),
+        &record.issuer,
+        &record.client.client_id,
+    )
+    .or_else(|| record.account.clone());
     Ok(TokenRecord {
         access_token: g.access_token,
         refresh_token: g.refresh_token.or_else(|| record.refresh_token.clone()),
         expires_at: g.expires_in.map(|s| now.saturating_add(s)),
         scope: g.scope.or_else(|| record.scope.clone()),
         token_type: g.token_type,
+        account,
         ..record.clone()
     })
 }
@@ -677,6 +699,7 @@ mod tests {
             },
             step_up: Vec::new(),
             dpop_key: None,
+            account: None,
         }
     }
 

@@ -254,6 +254,13 @@ pub async fn request_token(
         ));
     }
     let now = now_secs();
+    // A service's identity, when its token says (a JWT access token of the issuer).
+    let account = super::identity::account(
+        g.id_token.as_ref().map(Sensitive::expose),
+        g.access_token.expose(),
+        target.issuer,
+        client.client_id().unwrap_or_default(),
+    );
     Ok(TokenRecord {
         server_url: target.server_url.to_owned(),
         access_token: g.access_token,
@@ -274,6 +281,7 @@ pub async fn request_token(
         },
         step_up: Vec::new(),
         dpop_key: dpop.filter(|_| bound).cloned(),
+        account,
     })
 }
 

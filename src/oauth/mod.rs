@@ -57,6 +57,7 @@ pub mod discovery;
 mod fetch;
 pub mod flow;
 pub mod grant;
+pub mod identity;
 pub mod jws;
 pub mod pkce;
 pub mod record;

@@ -1,5 +1,6 @@
 //! The token record of one server, as stored in `creds.json` under `mcp.<server>.oauth`: the
-//! server URL it belongs to (a record for another URL is never sent), the tokens, when the
+//! server URL it belongs to (a record for another URL is never sent), the tokens, the account
+//! they were granted for (when the answer said), when the
 //! access token expires, the scope, the issuer, the `resource`, the token endpoint (to refresh
 //! without discovering again), the client, and a pending step-up (scopes the next sign-in asks
 //! for after a 403 `insufficient_scope`).
@@ -43,6 +44,9 @@ pub struct TokenRecord {
     /// made with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dpop_key: Option<DpopKey>,
+    /// Who signed in, when the token endpoint said (`identity::account`); shown, never trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl std::fmt::Debug for TokenRecord {
@@ -60,6 +64,7 @@ impl std::fmt::Debug for TokenRecord {
             .field("client", &self.client)
             .field("step_up", &self.step_up)
             .field("dpop_key", &self.dpop_key)
+            .field("account", &self.account)
             .finish()
     }
 }
@@ -155,6 +160,7 @@ mod tests {
             },
             step_up: Vec::new(),
             dpop_key: None,
+            account: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! is not a well-formed message is a [`ParseError`].
 
 use super::json_write::{self, WriteJson};
+use super::result::ResultText;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -121,7 +122,8 @@ pub enum Message {
     },
     Response {
         id: RequestId,
-        result: Result<Value, ErrorObject>,
+        /// The `result` as the server wrote it ([`ResultText`]), or its error.
+        result: Result<ResultText, ErrorObject>,
     },
     /// An error response without an id (a refusal of something we could not parse).
     OrphanError(ErrorObject),
@@ -147,8 +149,9 @@ struct Raw<'a> {
     method: Option<String>,
     #[serde(default)]
     params: Option<Value>,
-    #[serde(default)]
-    result: Option<Value>,
+    /// Kept as text: a tool result is not parsed into a tree here.
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -204,7 +207,7 @@ impl Message {
         match (id, raw.result, error) {
             (Some(id), Some(result), None) => Ok(Message::Response {
                 id,
-                result: Ok(result),
+                result: Ok(ResultText::new(result.to_owned())),
             }),
             (Some(id), None, Some(err)) => Ok(Message::Response {
                 id,
@@ -258,12 +261,12 @@ struct Reply<'a> {
     jsonrpc: &'static str,
     id: Option<&'a RequestId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<&'a Value>,
+    result: Option<&'a ResultText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a ErrorObject>,
 }
 
-fn reply_bytes(id: Option<&RequestId>, result: Result<&Value, &ErrorObject>) -> Bytes {
+fn reply_bytes(id: Option<&RequestId>, result: Result<&ResultText, &ErrorObject>) -> Bytes {
     let msg = Reply {
         jsonrpc: "2.0",
         id,
@@ -384,7 +387,7 @@ mod tests {
     fn replies_serialize_as_json_rpc() {
         let ok = Message::Response {
             id: RequestId::String("a".into()),
-            result: Ok(serde_json::json!({})),
+            result: Ok(serde_json::json!({}).into()),
         };
         let v: Value = serde_json::from_slice(&ok.to_bytes()).unwrap();
         assert_eq!(

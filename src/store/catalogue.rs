@@ -205,6 +205,15 @@ struct Row {
     updated_at: i64,
 }
 
+/// A row without its catalogue: enough to tell whether the decoded copy is current.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = mcp_catalogues)]
+struct RowHead {
+    server: String,
+    fingerprint: String,
+    updated_at: i64,
+}
+
 #[derive(Insertable)]
 #[diesel(table_name = mcp_catalogues)]
 struct NewRow<'a> {
@@ -306,8 +315,8 @@ pub struct CatalogueStore {
 
 struct Decoded {
     fingerprint: String,
+    /// The row's `updated_at` (milliseconds) when it was decoded or written.
     updated_at: i64,
-    len: usize,
     catalogue: Arc<Catalogue>,
 }
 
@@ -741,49 +750,66 @@ impl CatalogueStore {
     /// On the session-open path: while the store is unavailable it answers an empty map at
     /// once (as if nothing was saved).
     pub fn get_all_shared(&self) -> Result<HashMap<String, (String, Arc<Catalogue>)>, StoreError> {
-        let Some(rows) = self.guarded(Op::Read, || {
-            Ok::<Vec<Row>, StoreError>(with_conn!(self, |conn| mcp_catalogues::table
-                .select(Row::as_select())
+        // First the rows' heads; the text only of the catalogues not decoded yet (or changed
+        // since, by another daemon sharing the database): a warm open reads and decodes
+        // nothing it already has.
+        let Some(heads) = self.guarded(Op::Read, || {
+            Ok::<Vec<RowHead>, StoreError>(with_conn!(self, |conn| mcp_catalogues::table
+                .select(RowHead::as_select())
                 .load(conn)?))
         })?
         else {
             tracing::debug!("the catalogue database is unavailable: nothing saved is used");
             return Ok(HashMap::new());
         };
+        let mut all = HashMap::with_capacity(heads.len());
+        let mut missing: Vec<String> = Vec::new();
+        {
+            let cache = self.decoded.lock().unwrap_or_else(|p| p.into_inner());
+            for h in heads {
+                match cache
+                    .get(&h.server)
+                    .filter(|d| d.fingerprint == h.fingerprint && d.updated_at == h.updated_at)
+                {
+                    Some(d) => {
+                        all.insert(h.server, (h.fingerprint, d.catalogue.clone()));
+                    }
+                    None => missing.push(h.server),
+                }
+            }
+        }
+        let rows: Vec<Row> = if missing.is_empty() {
+            Vec::new()
+        } else {
+            match self.guarded(Op::Read, || {
+                Ok::<Vec<Row>, StoreError>(with_conn!(self, |conn| mcp_catalogues::table
+                    .filter(mcp_catalogues::server.eq_any(&missing))
+                    .select(Row::as_select())
+                    .load(conn)?))
+            })? {
+                Some(rows) => rows,
+                None => return Ok(HashMap::new()),
+            }
+        };
         let mut cache = self.decoded.lock().unwrap_or_else(|p| p.into_inner());
-        let mut all = HashMap::with_capacity(rows.len());
         for row in rows {
-            let hit = cache
-                .get(&row.server)
-                .filter(|d| {
-                    d.fingerprint == row.fingerprint
-                        && d.updated_at == row.updated_at
-                        && d.len == row.catalogue.len()
-                })
-                .map(|d| d.catalogue.clone());
-            let catalogue = match hit {
-                Some(c) => c,
-                None => match serde_json::from_str::<Catalogue>(&row.catalogue) {
-                    Ok(c) => {
-                        let c = Arc::new(c);
-                        cache.insert(
-                            row.server.clone(),
-                            Decoded {
-                                fingerprint: row.fingerprint.clone(),
-                                updated_at: row.updated_at,
-                                len: row.catalogue.len(),
-                                catalogue: c.clone(),
-                            },
-                        );
-                        c
-                    }
-                    Err(e) => {
-                        tracing::warn!(server = %row.server, error = %e, "skipping a saved catalogue");
-                        continue;
-                    }
-                },
-            };
-            all.insert(row.server, (row.fingerprint, catalogue));
+            match serde_json::from_str::<Catalogue>(&row.catalogue) {
+                Ok(c) => {
+                    let c = Arc::new(c);
+                    cache.insert(
+                        row.server.clone(),
+                        Decoded {
+                            fingerprint: row.fingerprint.clone(),
+                            updated_at: row.updated_at,
+                            catalogue: c.clone(),
+                        },
+                    );
+                    all.insert(row.server, (row.fingerprint, c));
+                }
+                Err(e) => {
+                    tracing::warn!(server = %row.server, error = %e, "skipping a saved catalogue");
+                }
+            }
         }
         cache.retain(|k, _| all.contains_key(k));
         Ok(all)
@@ -806,6 +832,40 @@ impl CatalogueStore {
         fingerprint: &str,
         catalogue: &Catalogue,
     ) -> Result<(), StoreError> {
+        self.write(server, fingerprint, catalogue).map(|_| ())
+    }
+
+    /// [`put`](Self::put), keeping the catalogue as the decoded copy of the row it wrote: the
+    /// next session open finds it without reading or decoding the row.
+    pub fn put_shared(
+        &self,
+        server: &str,
+        fingerprint: &str,
+        catalogue: &Arc<Catalogue>,
+    ) -> Result<(), StoreError> {
+        if let Some(updated_at) = self.write(server, fingerprint, catalogue)? {
+            self.decoded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    server.to_owned(),
+                    Decoded {
+                        fingerprint: fingerprint.to_owned(),
+                        updated_at,
+                        catalogue: catalogue.clone(),
+                    },
+                );
+        }
+        Ok(())
+    }
+
+    /// Write the row; its `updated_at` when it was written (`None`: the store is unavailable).
+    fn write(
+        &self,
+        server: &str,
+        fingerprint: &str,
+        catalogue: &Catalogue,
+    ) -> Result<Option<i64>, StoreError> {
         self.forget(server);
         let json = serde_json::to_string(catalogue).map_err(|source| StoreError::Serialize {
             server: server.to_owned(),
@@ -841,7 +901,7 @@ impl CatalogueStore {
         if saved.is_none() {
             tracing::debug!(server, "the catalogue database is unavailable: not saved");
         }
-        Ok(())
+        Ok(saved.map(|_| row.updated_at))
     }
 
     /// Forgets `server`'s catalogue. Returns whether there was one.

@@ -205,6 +205,16 @@ impl ExtensionsFile {
     }
 
     pub fn set_mcp_enabled(&mut self, on: bool) {
+        self.set_enabled("mcp", on);
+    }
+
+    /// The `editor-mcp` extension's default for every session.
+    pub fn set_editor_mcp_enabled(&mut self, on: bool) {
+        self.set_enabled(crate::editor::EXTENSION, on);
+    }
+
+    /// `"enabled": {<extension>: on}`, the rest of the file kept as it was.
+    fn set_enabled(&mut self, extension: &str, on: bool) {
         let enabled = self
             .raw
             .entry("enabled")
@@ -213,7 +223,7 @@ impl ExtensionsFile {
             *enabled = Value::Object(Map::new());
         }
         if let Value::Object(m) = enabled {
-            m.insert("mcp".into(), Value::Bool(on));
+            m.insert(extension.into(), Value::Bool(on));
         }
     }
 

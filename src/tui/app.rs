@@ -6,8 +6,9 @@ use crate::cli::mcp::render::target;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
-/// How often the list is asked for again when the daemon said nothing: settings changes and
-/// sign-ins come from `GET /settings/mcp/events` at once; connection states have no event.
+/// How often the list is asked for again while no daemon answers (to find it again). While
+/// one answers, the list is read when `GET /settings/mcp/events` says something changed:
+/// settings, sign-ins, sessions, connection states.
 pub const REFRESH: Duration = Duration::from_secs(10);
 /// How often a sign-in in flight is asked for.
 pub const LOGIN_POLL: Duration = Duration::from_millis(500);
@@ -38,8 +39,10 @@ pub enum Req {
     SessionView(String),
     /// `GET /sessions`: the live sessions, to pick one for the extensions view.
     Sessions,
-    /// `PUT /extensions/mcp` (every session), or `PUT /sessions/ID/extensions/mcp`.
-    SetMcp {
+    /// `PUT /extensions/EXT` (every session), or `PUT /sessions/ID/extensions/EXT`, where EXT
+    /// is `mcp` or `editor-mcp`.
+    SetExtension {
+        extension: &'static str,
         session: Option<String>,
         on: bool,
     },
@@ -278,11 +281,23 @@ pub enum Mode {
     Form(Box<Form>),
     ConfirmDelete(String),
     Login(Box<Login>),
-    /// The extensions view: the `mcp` extension's default for every session, or (after `s`,
-    /// given `--session`) its choice for that session.
+    /// The extensions view: the `mcp` and `editor-mcp` extensions' defaults for every
+    /// session, or (after `s`) their choice for one session.
     Extensions {
         session_scope: bool,
     },
+}
+
+/// The extensions the extensions view switches, in its order.
+pub const EXTENSIONS: [&str; 2] = ["mcp", crate::editor::EXTENSION];
+
+/// A session's choice for `extension`, from `GET /sessions/ID`.
+pub fn session_choice(view: &Value, extension: &str) -> bool {
+    if extension == "mcp" {
+        view["enabled"] == true
+    } else {
+        view["editor_mcp"]["enabled"] == true
+    }
 }
 
 pub struct App {
@@ -307,6 +322,8 @@ pub struct App {
     /// The last `GET /extensions`, and `GET /sessions/ID`.
     pub extensions: Option<Value>,
     pub session_view: Option<Value>,
+    /// The extensions view's selected row: 0 `mcp`, 1 `editor-mcp`.
+    pub ext_row: usize,
 }
 
 /// Whether a sign-in state is final.
@@ -330,6 +347,7 @@ impl App {
             session: None,
             picked: false,
             extensions: None,
+            ext_row: 0,
             session_view: None,
         }
     }
@@ -362,7 +380,12 @@ impl App {
     /// What is due on a tick: a refresh, a sign-in poll.
     pub fn tick(&mut self, now: Instant) -> Vec<Req> {
         let mut out = Vec::new();
-        let due = self.last_refresh.is_none_or(|t| now >= t + REFRESH);
+        // Live from the daemon's events (connection states included); read on a timer only
+        // while no daemon answers, to find it again.
+        let due = match self.last_refresh {
+            None => true,
+            Some(t) => self.unreachable.is_some() && now >= t + REFRESH,
+        };
         if due && !self.refreshing {
             self.refreshing = true;
             out.push(Req::Refresh);
@@ -480,23 +503,39 @@ impl App {
                 // to every session.
                 _ => vec![Req::Sessions],
             },
+            Key::Up | Key::Char('k') => {
+                self.ext_row = 0;
+                vec![]
+            }
+            Key::Down | Key::Char('j') => {
+                self.ext_row = 1;
+                vec![]
+            }
             Key::Enter => {
                 let session = if session_scope {
                     self.session.clone()
                 } else {
                     None
                 };
+                let extension = EXTENSIONS[self.ext_row.min(1)];
                 let now = match &session {
-                    Some(_) => self.session_view.as_ref().map(|v| v["enabled"] == true),
+                    Some(_) => self
+                        .session_view
+                        .as_ref()
+                        .map(|v| session_choice(v, extension)),
                     None => self
                         .extensions
                         .as_ref()
-                        .map(|v| v["mcp"]["enabled"] == true),
+                        .map(|v| v[extension]["enabled"] == true),
                 };
                 match now {
                     Some(on) => {
-                        self.busy = Some("switching the mcp extension".into());
-                        vec![Req::SetMcp { session, on: !on }]
+                        self.busy = Some(format!("switching the {extension} extension"));
+                        vec![Req::SetExtension {
+                            extension,
+                            session,
+                            on: !on,
+                        }]
                     }
                     None => self.extension_reqs(),
                 }
@@ -952,16 +991,22 @@ impl App {
                 }
                 vec![]
             }
-            Req::SetMcp { session, on } => {
+            Req::SetExtension {
+                extension,
+                session,
+                on,
+            } => {
                 self.busy = None;
                 let state = if on { "on" } else { "off" };
                 match (a.result, session) {
-                    (Ok(_), Some(id)) => {
-                        self.flash(format!("mcp switched {state} for session {id}"), false)
-                    }
-                    (Ok(_), None) => {
-                        self.flash(format!("mcp switched {state} for every session"), false)
-                    }
+                    (Ok(_), Some(id)) => self.flash(
+                        format!("{extension} switched {state} for session {id}"),
+                        false,
+                    ),
+                    (Ok(_), None) => self.flash(
+                        format!("{extension} switched {state} for every session"),
+                        false,
+                    ),
                     (Err(f), _) => self.flash(f.text, true),
                 }
                 self.extension_reqs()

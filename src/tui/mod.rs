@@ -131,10 +131,14 @@ fn spawn_req(c: Rc<DaemonClient>, req: Req, tx: mpsc::UnboundedSender<Answer>) {
                 c.call(Method::GET, &format!("/sessions/{}", seg(id)), None)
                     .await
             }
-            Req::SetMcp { session, on } => {
+            Req::SetExtension {
+                extension,
+                session,
+                on,
+            } => {
                 let path = match session {
-                    Some(id) => format!("/sessions/{}/extensions/mcp", seg(id)),
-                    None => "/extensions/mcp".to_owned(),
+                    Some(id) => format!("/sessions/{}/extensions/{extension}", seg(id)),
+                    None => format!("/extensions/{extension}"),
                 };
                 c.call(Method::PUT, &path, Some(&json!({ "enabled": on })))
                     .await
@@ -183,16 +187,25 @@ pub fn run(daemon: Option<&str>, session: Option<&str>) -> i32 {
     code
 }
 
-/// Follow `GET /settings/mcp/events` for the screen's life: every event wakes the loop; a
-/// stream that ends or cannot open is opened again 2 s later (the daemon may come back).
+/// Follow `GET /settings/mcp/events` for the screen's life: every event wakes the loop, and
+/// so do the stream's opening and its end; a stream that ends or cannot open is opened again
+/// 2 s later (the daemon may come back).
 async fn follow_settings_events(client: Rc<DaemonClient>, wake: mpsc::UnboundedSender<()>) {
     use futures_util::StreamExt;
     loop {
         if let Ok(mut r) = client.open_stream("/settings/mcp/events").await {
+            // (Re)opened: what happened while it was closed is read at once.
+            if wake.send(()).is_err() {
+                return;
+            }
             while let Some(Ok(chunk)) = r.next().await {
                 if chunk.windows(7).any(|w| w == b"event: ") && wake.send(()).is_err() {
                     return;
                 }
+            }
+            // Ended: the daemon may have stopped; reading the list says so.
+            if wake.send(()).is_err() {
+                return;
             }
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -222,8 +235,8 @@ async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Opti
     let (in_tx, mut inputs) = mpsc::unbounded_channel();
     std::thread::spawn(move || read_input(in_tx));
     let (ans_tx, mut answers) = mpsc::unbounded_channel::<Answer>();
-    // The daemon's settings events: each one means "read the list again" (the 3 s poll stays
-    // for connection states, which have no event).
+    // The daemon's settings events (saves, sign-ins, sessions, connection states): each one
+    // means "read the list again".
     let (wake_tx, mut wakes) = mpsc::unbounded_channel::<()>();
     let follow = tokio::task::spawn_local(follow_settings_events(client.clone(), wake_tx));
     let mut app = App::new(client.endpoint().describe());

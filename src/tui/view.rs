@@ -1,6 +1,6 @@
 //! Drawing the screen from the [`App`]'s state.
 
-use super::app::{masked, App, Field, Mode};
+use super::app::{masked, session_choice, App, Field, Mode, EXTENSIONS};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
@@ -72,7 +72,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         Mode::ConfirmDelete(_) => "y delete  n keep",
         Mode::Login(_) => "paste the callback URL, enter sends it  esc cancel",
         Mode::Extensions { .. } => {
-            "enter switch mcp in the scope shown  s scope  r refresh  esc back"
+            "↑↓ extension  enter switch it in the scope shown  s scope  r refresh  esc back"
         }
     };
     f.render_widget(
@@ -379,7 +379,6 @@ fn draw_extensions(f: &mut Frame, app: &App, area: Rect, session_scope: bool) {
         Some(false) => "off",
         None => "?",
     };
-    let every = app.extensions.as_ref().map(|v| v["mcp"]["enabled"] == true);
     let mut lines = vec![];
     lines.push(match (&app.session, session_scope) {
         (Some(id), true) if app.picked => Line::styled(
@@ -400,14 +399,24 @@ fn draw_extensions(f: &mut Frame, app: &App, area: Rect, session_scope: bool) {
         ),
     });
     lines.push(Line::from(""));
-    let mut mcp = format!("› mcp          every session: {}", onoff(every));
-    if let Some(id) = &app.session {
-        let this = app.session_view.as_ref().map(|v| v["enabled"] == true);
-        mcp.push_str(&format!("   session {id}: {}", onoff(this)));
+    for (row, ext) in EXTENSIONS.iter().enumerate() {
+        let every = app.extensions.as_ref().map(|v| v[*ext]["enabled"] == true);
+        let cursor = if row == app.ext_row { "›" } else { " " };
+        let mut line = format!("{cursor} {ext:<12} every session: {}", onoff(every));
+        if let Some(id) = &app.session {
+            let this = app.session_view.as_ref().map(|v| session_choice(v, ext));
+            line.push_str(&format!("   session {id}: {}", onoff(this)));
+        }
+        lines.push(if row == app.ext_row {
+            Line::styled(line, Style::new().bold())
+        } else {
+            Line::from(line)
+        });
     }
-    lines.push(Line::from(mcp));
+    lines.push(Line::from(""));
     lines.push(Line::from(
-        "  editor-mcp   (the servers an editor supplies: switched per session by the editor; not from here)".dim(),
+        "  mcp: the servers you configured.  editor-mcp: the servers an editor supplies (ACP)."
+            .dim(),
     ));
     f.render_widget(
         Paragraph::new(lines)

@@ -3,6 +3,7 @@
 //! does over TCP), and find the real peers installed by `tests/peers/install.sh`.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod rss;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

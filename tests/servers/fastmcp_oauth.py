@@ -38,6 +38,9 @@ Run with the peers venv:  .peers/venv/bin/python tests/servers/fastmcp_oauth.py
                              answered 403 insufficient_scope (the challenge names them)
     --grant-first-only "A"   the first authorization grants only these of the scopes asked
                              for (a user who approved less), later ones all of them
+    --id-token-email EMAIL   the code grant also answers an OpenID Connect `id_token` (HS256,
+                             a key of this process) with iss = the issuer, aud = the client,
+                             sub "user-1" and this `email`, as an OIDC provider would
     --log-level LEVEL        default WARNING (stderr)
 
 Tools:
@@ -66,6 +69,13 @@ from fastmcp.server.auth.providers import in_memory  # noqa: E402
 from fastmcp.server.auth.providers.in_memory import InMemoryOAuthProvider  # noqa: E402
 from fastmcp.server.dependencies import get_access_token  # noqa: E402
 from mcp.server.auth.provider import TokenError  # noqa: E402
+from mcp.shared.auth import OAuthToken  # noqa: E402
+
+
+class OidcToken(OAuthToken):
+    """A token answer with an OpenID Connect ID token."""
+
+    id_token: str | None = None
 
 
 class Recorder:
@@ -127,6 +137,8 @@ class TestProvider(InMemoryOAuthProvider):
         self.refuse_file = refuse_file
         self.refresh_delay = refresh_delay
         self.hide_expiry = hide_expiry
+        self.id_token_email = None
+        self.issuer = None
 
     def _granted(self, token):
         self.rec.issued(token.access_token, token.refresh_token)
@@ -148,7 +160,24 @@ class TestProvider(InMemoryOAuthProvider):
     async def exchange_authorization_code(self, client, authorization_code):
         token = await super().exchange_authorization_code(client, authorization_code)
         self.rec.bump("code")
-        return self._granted(token)
+        token = self._granted(token)
+        if self.id_token_email:
+            import secrets
+
+            import jwt
+
+            now = int(time.time())
+            claims = {
+                "iss": self.issuer,
+                "aud": client.client_id,
+                "sub": "user-1",
+                "email": self.id_token_email,
+                "iat": now,
+                "exp": now + 3600,
+            }
+            id_token = jwt.encode(claims, secrets.token_bytes(32), algorithm="HS256")
+            token = OidcToken(**token.model_dump(), id_token=id_token)
+        return token
 
     async def exchange_refresh_token(self, client, refresh_token, scopes):
         if self.refresh_delay:
@@ -191,6 +220,8 @@ def build(base_url: str, args, rec: Recorder) -> FastMCP:
         ),
         revocation_options=RevocationOptions(enabled=True),
     )
+    auth.id_token_email = args.id_token_email
+    auth.issuer = base_url.rstrip("/") + "/"
     mcp = FastMCP(
         "fastmcp-oauth",
         version="1.0.0",
@@ -232,6 +263,7 @@ def main() -> None:
     ap.add_argument("--scopes", default="mcp:tools")
     ap.add_argument("--required-scopes", default="")
     ap.add_argument("--grant-first-only")
+    ap.add_argument("--id-token-email")
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args()
     sock = listen("fastmcp_oauth", args.host, args.port, args.port_file)

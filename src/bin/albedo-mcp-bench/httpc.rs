@@ -1,17 +1,23 @@
 //! A minimal HTTP/1.1 keep-alive client for the daemon's API (the load generator and the
 //! session scenarios): cheap, so the daemon's cost dominates. Content-Length and chunked
-//! bodies. It sends the daemon's API token (`Authorization: Bearer`), as every TCP client
-//! must.
+//! bodies. Over TCP it sends the daemon's API token (`Authorization: Bearer`), as every TCP
+//! client must; over the daemon's Unix socket none (the socket's permissions are the check).
 
 use std::io;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use std::path::PathBuf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 pub struct Conn {
     addr: String,
+    /// The daemon's socket, when this connection goes through it.
+    socket: Option<PathBuf>,
     /// The `Authorization` header line, ready to write.
     auth: Vec<u8>,
-    stream: Option<TcpStream>,
+    stream: Option<Box<dyn Io>>,
     buf: Vec<u8>,
     req: Vec<u8>,
 }
@@ -25,6 +31,7 @@ impl Conn {
     pub fn new(addr: &str, token: &str) -> Conn {
         Conn {
             addr: addr.to_owned(),
+            socket: None,
             auth: format!("Authorization: Bearer {token}\r\n").into_bytes(),
             stream: None,
             buf: Vec::with_capacity(16 * 1024),
@@ -32,10 +39,28 @@ impl Conn {
         }
     }
 
-    async fn stream(&mut self) -> io::Result<&mut TcpStream> {
+    /// Through the daemon's Unix socket at `path`, with no token.
+    pub fn unix(path: PathBuf) -> Conn {
+        Conn {
+            addr: "localhost".to_owned(),
+            socket: Some(path),
+            auth: Vec::new(),
+            stream: None,
+            buf: Vec::with_capacity(16 * 1024),
+            req: Vec::with_capacity(1024),
+        }
+    }
+
+    async fn stream(&mut self) -> io::Result<&mut Box<dyn Io>> {
         if self.stream.is_none() {
-            let s = TcpStream::connect(&self.addr).await?;
-            let _ = s.set_nodelay(true);
+            let s: Box<dyn Io> = match &self.socket {
+                Some(path) => Box::new(UnixStream::connect(path).await?),
+                None => {
+                    let s = TcpStream::connect(&self.addr).await?;
+                    let _ = s.set_nodelay(true);
+                    Box::new(s)
+                }
+            };
             self.stream = Some(s);
             self.buf.clear();
         }

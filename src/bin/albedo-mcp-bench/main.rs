@@ -156,6 +156,8 @@ struct Sizes {
     scale_per_session: usize,
     scale_concurrency: usize,
     scale_duration_ms: u64,
+    /// The agent fleet: every session of the scale step calls once per 10 ms this long.
+    fleet_duration_ms: u64,
 }
 
 impl Sizes {
@@ -180,6 +182,7 @@ impl Sizes {
             scale_per_session: 5,
             scale_concurrency: 256,
             scale_duration_ms: 3000,
+            fleet_duration_ms: 30_000,
         }
     }
     fn quick() -> Sizes {
@@ -203,6 +206,7 @@ impl Sizes {
             scale_per_session: 2,
             scale_concurrency: 16,
             scale_duration_ms: 200,
+            fleet_duration_ms: 300,
         }
     }
 }
@@ -240,6 +244,8 @@ const RMCP: &str = "rmcp";
 const RMCP_POOLED: &str = "rmcp-pooled";
 const TS: &str = "ts-sdk-v2";
 const API: &str = "albedo-daemon-api";
+/// The same API calls through the daemon's Unix socket (no token, no TCP).
+const API_SOCKET: &str = "albedo-daemon-api-socket";
 /// The body of every echo call through the API.
 const ECHO_BODY: &[u8] = br#"{"arguments":{"message":"hello"}}"#;
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
@@ -592,22 +598,33 @@ impl Bench {
         let Some(id) = self.open_session(&d) else {
             return;
         };
+        let socket = d.home.join("albedo.sock");
         for (scenario, tool) in [
             ("roundtrip_stdio", "mcp__bench__echo"),
             ("roundtrip_http", "mcp__benchhttp__echo"),
         ] {
             let path = format!("/sessions/{id}/tools/{tool}/call");
-            for c in self.sizes.levels.clone() {
-                let r = self.api_load(
-                    &d,
-                    std::slice::from_ref(&path),
-                    c as usize,
-                    self.sizes.duration_ms,
-                );
-                let mut rec = r.record(scenario, API, c as usize);
-                rec["rep"] = json!(rep);
-                rec["cpu_note"] = json!("daemon process CPU per call");
-                self.push(rec);
+            for (who, via) in [(API, None), (API_SOCKET, Some(&socket))] {
+                if via.is_some_and(|s| !s.exists()) {
+                    self.fail(format!(
+                        "the daemon opened no socket at {}",
+                        socket.display()
+                    ));
+                    continue;
+                }
+                for c in self.sizes.levels.clone() {
+                    let r = self.api_load_via(
+                        &d,
+                        via.cloned(),
+                        std::slice::from_ref(&path),
+                        c as usize,
+                        self.sizes.duration_ms,
+                    );
+                    let mut rec = r.record(scenario, who, c as usize);
+                    rec["rep"] = json!(rep);
+                    rec["cpu_note"] = json!("daemon process CPU per call");
+                    self.push(rec);
+                }
             }
         }
     }
@@ -1133,10 +1150,85 @@ impl Bench {
                 rec["failed"] = json!(format!("{connected} of {} connected", m * k));
             }
             self.push(rec);
+            let fleet = self.fleet(&d, &ids, k);
+            self.push(fleet);
             for id in ids {
                 self.delete_session(&d, &id);
             }
         }
+    }
+
+    /// An agent fleet: every session makes one call every 10 ms (to its servers in turn),
+    /// each on a connection of its own, for `fleet_duration_ms`; the sessions start spread
+    /// over the first 10 ms. A call that takes longer than 10 ms delays that session's next
+    /// one (ticks are skipped, not bunched). The API's latency over all of them.
+    fn fleet(&self, d: &Daemon, ids: &[String], per_session: usize) -> Value {
+        let period = Duration::from_millis(10);
+        let duration = Duration::from_millis(self.sizes.fleet_duration_ms);
+        let cpu0 = procs::cpu_us_of(d.pid());
+        let t0 = Instant::now();
+        let (mut lat, errors) = self.rt.block_on(async {
+            let until = Instant::now() + duration;
+            let n = ids.len().max(1) as u32;
+            let sessions = ids.iter().enumerate().map(|(k, id)| {
+                let mut conn = d.conn();
+                async move {
+                    let start = tokio::time::Instant::now() + period * k as u32 / n;
+                    let mut tick = tokio::time::interval_at(start, period);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                    let (mut lat, mut errors, mut i) = (Vec::new(), 0u64, 0usize);
+                    loop {
+                        tick.tick().await;
+                        if Instant::now() >= until {
+                            break;
+                        }
+                        let path =
+                            format!("/sessions/{id}/tools/mcp__s{}__echo/call", i % per_session);
+                        i += 1;
+                        let t = Instant::now();
+                        match conn.request_counted("POST", &path, Some(ECHO_BODY)).await {
+                            Ok((200, _, _)) => lat.push(measure::micros(t)),
+                            other => {
+                                if errors == 0 {
+                                    eprintln!("fleet: a call failed: {:?}", other.map(|r| r.0));
+                                }
+                                errors += 1;
+                            }
+                        }
+                    }
+                    (lat, errors)
+                }
+            });
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            for (l, e) in futures_util::future::join_all(sessions).await {
+                lat.extend(l);
+                errors += e;
+            }
+            (lat, errors)
+        });
+        let elapsed_s = t0.elapsed().as_secs_f64();
+        lat.sort_unstable();
+        let r = LoadResult {
+            lat,
+            bytes: 0,
+            errors,
+            elapsed_s,
+            cpu_us: procs::cpu_us_of(d.pid()) - cpu0,
+        };
+        let mut rec = r.record("fleet_sessions", API, ids.len());
+        rec["sessions"] = json!(ids.len());
+        rec["period_ms"] = json!(10);
+        rec["duration_ms"] = json!(self.sizes.fleet_duration_ms);
+        println!(
+            "fleet: {} sessions x 1 call / 10 ms: {:.0} calls/s, p50 {} us, p99 {} us, {} errors",
+            ids.len(),
+            rec["calls_per_s"].as_f64().unwrap_or(0.0),
+            rec["p50_us"],
+            rec["p99_us"],
+            errors
+        );
+        rec
     }
 
     // ---- the daemon -----------------------------------------------------------------------
@@ -1275,9 +1367,26 @@ impl Bench {
         concurrency: usize,
         duration_ms: u64,
     ) -> LoadResult {
+        self.api_load_via(d, None, paths, concurrency, duration_ms)
+    }
+
+    /// [`Self::api_load`] over TCP, or over the daemon's Unix socket at `socket`.
+    fn api_load_via(
+        &self,
+        d: &Daemon,
+        socket: Option<PathBuf>,
+        paths: &[String],
+        concurrency: usize,
+        duration_ms: u64,
+    ) -> LoadResult {
         let body = ECHO_BODY;
         self.rt.block_on(async {
-            let mut conns: Vec<httpc::Conn> = (0..concurrency).map(|_| d.conn()).collect();
+            let mut conns: Vec<httpc::Conn> = (0..concurrency)
+                .map(|_| match &socket {
+                    Some(p) => httpc::Conn::unix(p.clone()),
+                    None => d.conn(),
+                })
+                .collect();
             let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
             load(&mut conns, paths, body, warmup, None).await;
             let until = Instant::now() + Duration::from_millis(duration_ms);
@@ -1401,6 +1510,70 @@ impl Bench {
                     format!("{add:.0} us"),
                 );
             }
+            // The daemon's own path (issue 15): at one call in flight, the API's p50 within
+            // 1.3x the client's p50 plus the HTTP floor's, over TCP, and lower over the socket.
+            let client1 = self.median(scenario, ALBEDO, 1, "p50_us");
+            let floor1 = self.median("roundtrip_http", FLOOR, 1, "p50_us");
+            if let (Some(client), Some(floor)) = (client1, floor1) {
+                let bound = 1.3 * (client.0 + floor.0);
+                for who in [API, API_SOCKET] {
+                    if let Some(api) = self.median(scenario, who, 1, "p50_us") {
+                        target(
+                            format!(
+                                "{scenario} c=1: {who} p50 <= 1.3x (client p50 + HTTP floor p50)"
+                            ),
+                            api.0 <= bound,
+                            format!(
+                                "{:.0} us vs {bound:.0} us (1.3 x ({:.0} + {:.0}))",
+                                api.0, client.0, floor.0
+                            ),
+                        );
+                    }
+                }
+            }
+            if let (Some(tcp), Some(sock)) = (
+                self.median(scenario, API, 1, "p50_us"),
+                self.median(scenario, API_SOCKET, 1, "p50_us"),
+            ) {
+                target(
+                    format!("{scenario} c=1: the API's p50 lower over the socket than over TCP"),
+                    sock.0 < tcp.0,
+                    format!("{:.0} us vs {:.0} us", sock.0, tcp.0),
+                );
+            }
+            // At the highest level over stdio: the API does at least 25 % of the client's
+            // calls per second, with a p99 at most 3x the client's.
+            let top = self.sizes.levels.iter().copied().max().unwrap_or(1);
+            if scenario == "roundtrip_stdio" {
+                let client = (
+                    self.median(scenario, ALBEDO, top, "calls_per_s"),
+                    self.median(scenario, ALBEDO, top, "p99_us"),
+                );
+                for who in [API, API_SOCKET] {
+                    let api = (
+                        self.median(scenario, who, top, "calls_per_s"),
+                        self.median(scenario, who, top, "p99_us"),
+                    );
+                    if let ((Some(c), Some(c99)), (Some(a), Some(a99))) = (client, api) {
+                        let share = a.0 / c.0.max(1.0);
+                        ratios.push(
+                            json!({"scenario": scenario, "concurrency": top, "client": who,
+                            "api_share_of_client_calls_per_s": share,
+                            "api_p99_over_client_p99": a99.0 / c99.0.max(1.0)}),
+                        );
+                        target(
+                            format!("{scenario} c={top}: {who} >= 25% of the client's calls/s"),
+                            share >= 0.25,
+                            format!("{:.0}% ({:.0} vs {:.0} calls/s)", share * 100.0, a.0, c.0),
+                        );
+                        target(
+                            format!("{scenario} c={top}: {who} p99 <= 3x the client's"),
+                            a99.0 <= 3.0 * c99.0,
+                            format!("{:.0} us vs {:.0} us", a99.0, c99.0),
+                        );
+                    }
+                }
+            }
         }
         let get = |s: &str| {
             self.records
@@ -1419,6 +1592,31 @@ impl Bench {
                     "{ms:.1} ms at p50, {:.1} ms for the first (catalogues decoded, tools built)",
                     r["open_ms_first"].as_f64().unwrap_or(0.0)
                 ),
+            );
+        }
+        if let Some(r) = get("session_open_warm") {
+            let first = r["open_ms_first"].as_f64().unwrap_or(f64::MAX);
+            let p50 = r["open_ms_p50"].as_f64().unwrap_or(0.0);
+            target(
+                "the first warm open after the catalogues changed within 2x a later one".into(),
+                first <= 2.0 * p50,
+                format!("{first:.1} ms vs {p50:.1} ms at p50"),
+            );
+        }
+        if let Some(r) = self
+            .records
+            .iter()
+            .find(|r| r["scenario"] == "fleet_sessions")
+        {
+            let p99 = r["p99_us"].as_f64().unwrap_or(f64::MAX);
+            let errors = r["errors"].as_u64().unwrap_or(u64::MAX);
+            target(
+                format!(
+                    "fleet: {} sessions x 1 call / 10 ms: API p99 < 5 ms, no error",
+                    r["sessions"]
+                ),
+                p99 < 5000.0 && errors == 0,
+                format!("p99 {p99:.0} us, {errors} errors"),
             );
         }
         if let Some(r) = get("session_open_cold") {
@@ -1455,6 +1653,19 @@ impl Bench {
                     x < 4.0,
                     format!("{x:.2}x"),
                 );
+                target(
+                    format!("{s}: daemon peak < 3x the message"),
+                    x < 3.0,
+                    format!("{x:.2}x"),
+                );
+                if let Some(c) = self.median(s, ALBEDO, 1, "mb_per_s") {
+                    let share = mbs / c.0.max(1e-9);
+                    target(
+                        format!("{s}: through the API >= 80% of the client's MB/s"),
+                        share >= 0.8,
+                        format!("{:.0}% ({mbs:.0} vs {:.0} MB/s)", share * 100.0, c.0),
+                    );
+                }
             }
         }
         if let Some(r) = get("scale_http_connections") {

@@ -349,7 +349,7 @@ fn expect_result(ev: Inbound, id: i64) -> Value {
         Inbound::Message(Message::Response {
             id: RequestId::Number(n),
             result: Ok(v),
-        }) if n == id => v,
+        }) if n == id => v.to_value().unwrap(),
         other => panic!("expected the result of {id}, got {other:?}"),
     }
 }
@@ -1170,7 +1170,7 @@ fn pong(t: &HttpTransport, id: RequestId) {
         kind: OutKind::Response,
         body: Message::Response {
             id,
-            result: Ok(json!({})),
+            result: Ok(json!({}).into()),
         }
         .to_bytes(),
         headers: Vec::new(),
