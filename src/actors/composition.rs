@@ -77,9 +77,6 @@ pub struct Composition {
     /// The session's own choice for `editor-mcp`; `None` follows `editor_default`.
     editor_choice: Option<bool>,
     editor_default: bool,
-    /// The arbiter (an API worker thread) the session was opened on: its connections run
-    /// there, so a call from that worker reaches its connection without a thread hop.
-    arbiter: Option<actix::ArbiterHandle>,
 }
 
 impl Composition {
@@ -112,7 +109,6 @@ impl Composition {
                 editor: Vec::new(),
                 editor_choice: None,
                 editor_default: true,
-                arbiter: actix::Arbiter::try_current(),
             },
             shared,
             tx,
@@ -398,7 +394,6 @@ impl Handler<Reload> for Composition {
                 .unwrap_or_default(),
             off: self.off.clone(),
             editor: self.editor.clone(),
-            arbiter: self.arbiter.clone(),
         };
         let runtime = self.runtime.clone();
         Box::pin(

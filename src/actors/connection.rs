@@ -50,9 +50,6 @@ pub struct ConnContext {
     /// Told the server's name whenever a connection's [`LinkState`] changes (the API turns it
     /// into a `servers` event of `GET /settings/mcp/events`); `None`: nobody listens.
     pub state_changes: Option<tokio::sync::broadcast::Sender<String>>,
-    /// The arbiter the connection runs on (its session's: the API worker that opened it);
-    /// `None`: one of the registry's own, in turn.
-    pub arbiter: Option<actix::ArbiterHandle>,
 }
 
 impl ConnContext {
@@ -65,7 +62,6 @@ impl ConnContext {
             restart: RestartPolicy::default(),
             tokens: None,
             state_changes: None,
-            arbiter: None,
         }
     }
 }

@@ -1,7 +1,6 @@
-//! The Registry actor: the supervisor of every Connection. It starts each connection on its
-//! session's arbiter (the API worker that opened the session, so that a call from that worker
-//! needs no thread hop), or else on one of a few arbiters (threads) of its own, inside a
-//! supervision loop that runs the actor's context with the panic caught: a connection that dies by a panic anywhere (a handler, its event
+//! The Registry actor: the supervisor of every Connection. It starts each connection on one
+//! of a few arbiters (threads) inside a supervision loop that runs the actor's context with
+//! the panic caught: a connection that dies by a panic anywhere (a handler, its event
 //! stream, a future it spawned) is logged with its server's name, counted, and started again
 //! with a fresh mailbox and a fresh link behind the same [`ConnHandle`], so sessions keep
 //! reaching it. Restarts after the first are backed off, and a connection that panics again
@@ -69,16 +68,9 @@ impl Handler<StartConnection> for Registry {
     type Result = MessageResult<StartConnection>;
 
     fn handle(&mut self, msg: StartConnection, _ctx: &mut Self::Context) -> Self::Result {
+        let arb = &self.arbiters[self.next % self.arbiters.len()];
+        self.next = self.next.wrapping_add(1);
         let StartConnection { server, ctx } = msg;
-        // The session's arbiter when it has one, else the registry's own in turn.
-        let arb = match &ctx.arbiter {
-            // A stopped arbiter (its worker ended) takes nothing: the registry's own then.
-            Some(a) if a.spawn(async {}) => a.clone(),
-            _ => {
-                self.next = self.next.wrapping_add(1);
-                self.arbiters[self.next % self.arbiters.len()].clone()
-            }
-        };
         let shared = Arc::new(ConnShared::new(&server.config.name));
         let (tx, rx) = channel::channel(MAILBOX);
         let restart_wait = ctx.restart.max + Duration::from_secs(1);

@@ -249,8 +249,6 @@ pub struct Prepare {
     pub off: Vec<String>,
     /// The session's editor-supplied servers (prepared whatever `enabled` says).
     pub editor: Vec<crate::editor::EditorServer>,
-    /// Where the connections it starts run (the session's arbiter); `None`: the registry's.
-    pub arbiter: Option<actix::ArbiterHandle>,
 }
 
 impl Handler<Prepare> for Runtime {
@@ -263,7 +261,6 @@ impl Handler<Prepare> for Runtime {
             reuse: msg.reuse,
             off: msg.off,
             editor: msg.editor,
-            arbiter: msg.arbiter,
         })
     }
 }
@@ -276,7 +273,6 @@ struct Ask {
     reuse: Vec<PreparedServer>,
     off: Vec<String>,
     editor: Vec<crate::editor::EditorServer>,
-    arbiter: Option<actix::ArbiterHandle>,
 }
 
 /// What preparation works with.
@@ -359,10 +355,7 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         reuse,
         off,
         editor,
-        arbiter,
     } = ask;
-    // The connections it starts run on the session's arbiter.
-    let cctx = ConnContext { arbiter, ..cctx };
     let (ext, creds) = read_settings(home).await?;
     let mcp = ext.mcp()?;
     let mut warnings = mcp.warnings.clone();
@@ -654,7 +647,6 @@ impl Handler<Probe> for Runtime {
             reuse: Vec::new(),
             off: Vec::new(),
             editor: Vec::new(),
-            arbiter: None,
         })
     }
 }

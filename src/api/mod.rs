@@ -546,17 +546,6 @@ async fn delete_session(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// Close every session (the daemon is stopping): each closes its connections, as
-/// `DELETE /sessions/{id}` does.
-pub async fn close_sessions(state: &AppState) {
-    let all: Vec<SessionHandle> = state
-        .sessions
-        .write()
-        .map(|mut m| m.drain().map(|(_, s)| s).collect())
-        .unwrap_or_default();
-    futures_util::future::join_all(all.iter().map(|s| s.addr.send(CloseSession))).await;
-}
-
 /// `PUT /sessions/{id}/editor-mcp-servers` with ACP v1's `mcpServers` array: the session's
 /// whole list of editor-supplied servers (ACP `session/load` and `session/resume`). Servers
 /// that did not change keep their connections; the others are discovered again. An id the

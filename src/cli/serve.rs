@@ -190,7 +190,6 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         actix_rt::spawn(api::sweep_idle_sessions(state.clone()));
         actix_rt::spawn(api::auth::follow_sign_ins(state.clone(), sign_in_events));
         actix_rt::spawn(api::follow_link_states(state.clone(), link_state_events));
-        let sessions = state.clone();
         let trust = web::Data::new(api::trust::Trust::new(
             &token,
             home.clone(),
@@ -259,25 +258,26 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         }
         let server = server.run();
         let handle = server.handle();
-        let closing = registry.clone();
-        let closed = std::rc::Rc::new(std::cell::Cell::new(None));
-        let closed_by_signal = closed.clone();
         actix_rt::spawn(async move {
             stop_signal().await;
             tracing::info!("stopping: closing every connection");
-            // Sessions' connections run on the API's worker arbiters: they are closed (each
-            // HTTP session's DELETE sent) while those still run, then the HTTP server stops.
-            api::close_sessions(&sessions).await;
-            closed_by_signal.set(Some(close_all(&closing).await));
             handle.stop(true).await;
         });
         let result = server.await;
         drop(socket);
-        // Whatever is left (the server stopped some other way).
-        let (open, unsettled) = match closed.take() {
-            Some(done) => done,
-            None => close_all(&registry).await,
-        };
+        let open = registry.send(CloseAll).await.unwrap_or(0);
+        // Each HTTP session's DELETE is awaited, 2 s at most for all of them: first every
+        // connection actor ends (sessions closed theirs as the server stopped; their Close
+        // may still be queued), then every transport's shutdown settles.
+        let limit = std::time::Duration::from_secs(2);
+        let deadline = tokio::time::Instant::now() + limit;
+        while registry.send(Count).await.map(|c| c.0).unwrap_or(0) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let unsettled = crate::transport::http::closing_settled(left).await;
         tracing::info!(
             connections = open,
             unsettled,
@@ -287,21 +287,4 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         result.map_err(ServeError::Server)
     })
-}
-
-/// Close every connection and wait, 2 s at most for all of them, for each HTTP session's
-/// `DELETE`: first every connection actor ends (their `Close` may still be queued), then every
-/// transport's shutdown settles. Answers how many were open and how many did not settle.
-async fn close_all(registry: &actix::Addr<Registry>) -> (usize, usize) {
-    let open = registry.send(CloseAll).await.unwrap_or(0);
-    let limit = std::time::Duration::from_secs(2);
-    let deadline = tokio::time::Instant::now() + limit;
-    while registry.send(Count).await.map(|c| c.0).unwrap_or(0) > 0
-        && tokio::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let unsettled = crate::transport::http::closing_settled(left).await;
-    (open, unsettled)
 }
