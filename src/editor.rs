@@ -239,6 +239,7 @@ fn resolve(
             Ok(Arc::new(ResolvedServer {
                 config: cfg,
                 transport: t,
+                service_grant: None,
                 fingerprint: format!("editor-{}", hex::encode(mac.finalize())),
             }))
         }

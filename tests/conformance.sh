@@ -8,18 +8,24 @@
 # runner's `--suite` runs a whole suite at once, which on 2 cores would race timing-sensitive
 # scenarios such as sse-retry), each under a timeout.
 #
-# Scenarios: all the client scenarios the stable runner (0.1.16) lists, and all those the
+# Scenarios: all the client scenarios the stable runner (0.1.16) lists, all those the
 # prerelease runner (0.2.0-alpha.12) lists for `--spec-version 2026-07-28`, run with that spec
-# version; the lists come from the runners themselves (`list --client`), so a scenario a runner
-# adds is run too. Not applicable, and not run (neither a pass nor a failure):
+# version, and the prerelease runner's `[extension]` scenarios (the authorization extensions:
+# client credentials, workload identity, enterprise-managed authorization, DPoP), run without
+# a spec version (the filter leaves extensions out); the lists come from the runners
+# themselves (`list --client`), so a scenario a runner adds is run too. Not applicable, and
+# not run (neither a pass nor a failure):
 # - elicitation-sep1034-client-defaults (stable): it checks how a client fills in elicitation
 #   defaults; albedo declares no client capabilities (no elicitation) and answers the server's
 #   elicitation/create with Method not found.
+# - sep-2640-client-* (prerelease, [extension]): the skills extension (SEP-2640), which albedo
+#   does not implement; it never calls skills/list, and the runner then skips the scenario's
+#   only check ("Passed: 0/0").
 #
 # Expected failures: tests/conformance-expected-failures.yml (the runners' `--expected-failures`
-# format, one file for both; it says why for each: the `[extension]` authorization scenarios and
-# three checks of sep-2322-client-request-state). The `auth/*` scenarios sign in headless
-# through src/oauth/ (see src/cli/conformance/auth.rs). Every scenario is run with it:
+# format, one file for both; it says why for each: three checks of
+# sep-2322-client-request-state). The `auth/*` scenarios sign in headless through src/oauth/
+# (see src/cli/conformance/auth.rs), the extensions' grants without a browser. Every scenario is run with it:
 # - PASS   the runner exits 0 and reports every check passed with no warning ("Passed: N/N, 0
 #          failed, 0 warnings", N > 0) and the client exited 0 ("OVERALL: PASSED");
 # - XFAIL  the scenario has entries in the file and the runner found exactly those failing
@@ -30,9 +36,9 @@
 #
 # Mock servers bind 127.0.0.1 only: the runner runs with the localhost preload
 # (tests/peers/localhost.cjs), and the client dials the runner's `localhost` as 127.0.0.1.
-# Logs and checks.json: target/conformance/<runner>/<scenario>/. The whole run (59 scenarios,
-# 58 run) took 46 s with the debug build already made: 54 passed (stable 22, prerelease 32),
-# 4 expected failures, 1 not applicable; each scenario takes 1 to 4 s.
+# Logs and checks.json: target/conformance/<runner>/<scenario>/. The whole run (69 scenarios,
+# 64 run) took 85 s with the debug build already made: 63 passed (stable 25, prerelease 38),
+# 1 expected failure, 5 not applicable; each scenario takes 1 to 4 s.
 #
 # Usage: bash tests/conformance.sh [SCENARIO...]   (default: all of them; a name selects that
 # scenario in every runner that has it). Prints one line per scenario, then a line with the
@@ -46,7 +52,8 @@ source tests/peers/env.sh
 NEXT_SPEC=2026-07-28
 EXPECTED_FAILURES="$ALBEDO_REPO/tests/conformance-expected-failures.yml"
 # Scenarios that do not apply to albedo (see the header): not run.
-NOT_APPLICABLE=(elicitation-sep1034-client-defaults)
+NOT_APPLICABLE=(elicitation-sep1034-client-defaults sep-2640-client-no-prefetch
+  sep-2640-client-verify-digest sep-2640-client-verify-size sep-2640-client-verify-frontmatter)
 # Per scenario; the runner's own client timeout is 30 s.
 SCENARIO_TIMEOUT=${CONFORMANCE_SCENARIO_TIMEOUT:-90}
 
@@ -65,13 +72,21 @@ list_scenarios() {
   shift
   "$PEERS_NODE22" "$js" list --client "$@" | sed -n 's/^  - \([^ ]*\).*$/\1/p'
 }
+# list_extensions RUNNER_JS: the client scenarios the runner marks `[extension]`.
+list_extensions() {
+  "$PEERS_NODE22" "$1" list --client | sed -n 's/^  - \([^ ]*\) \[extension\].*$/\1/p'
+}
 STABLE_SCENARIOS=()
 NEXT_SCENARIOS=()
+NEXT_EXTENSIONS=()
 mapfile -t STABLE_SCENARIOS < <(list_scenarios "$CONFORMANCE_STABLE_JS")
 mapfile -t NEXT_SCENARIOS < <(list_scenarios "$CONFORMANCE_NEXT_JS" --spec-version "$NEXT_SPEC")
-if [ ${#STABLE_SCENARIOS[@]} -eq 0 ] || [ ${#NEXT_SCENARIOS[@]} -eq 0 ]; then
+mapfile -t NEXT_EXTENSIONS < <(list_extensions "$CONFORMANCE_NEXT_JS")
+if [ ${#STABLE_SCENARIOS[@]} -eq 0 ] || [ ${#NEXT_SCENARIOS[@]} -eq 0 ] ||
+  [ ${#NEXT_EXTENSIONS[@]} -eq 0 ]; then
   echo "conformance: a runner listed no client scenario (stable: ${#STABLE_SCENARIOS[@]}," \
-    "next: ${#NEXT_SCENARIOS[@]}); has its \`list\` output changed?" >&2
+    "next: ${#NEXT_SCENARIOS[@]}, next extensions: ${#NEXT_EXTENSIONS[@]}); has its" \
+    "\`list\` output changed?" >&2
   echo "conformance: 0 passed, 1 failed"
   exit 1
 fi
@@ -125,7 +140,7 @@ started_all=$SECONDS
 # Every entry of the file must name a scenario some runner has, and not one that does not apply.
 for e in ${EXPECTED[@]+"${EXPECTED[@]}"}; do
   s=${e%%:*}
-  if ! in_list "${STABLE_SCENARIOS[@]}" "${NEXT_SCENARIOS[@]}" "$s" ||
+  if ! in_list "${STABLE_SCENARIOS[@]}" "${NEXT_SCENARIOS[@]}" "${NEXT_EXTENSIONS[@]}" "$s" ||
     in_list "${NOT_APPLICABLE[@]}" "$s"; then
     failed=$((failed + 1))
     printf 'FAIL  %-6s %-44s %s\n' "-" "$e" \
@@ -185,6 +200,11 @@ done
 for s in "${NEXT_SCENARIOS[@]}"; do
   if wanted "$s"; then
     run_scenario next "$CONFORMANCE_NEXT_JS" "$s" --spec-version "$NEXT_SPEC"
+  fi
+done
+for s in "${NEXT_EXTENSIONS[@]}"; do
+  if wanted "$s"; then
+    run_scenario next "$CONFORMANCE_NEXT_JS" "$s"
   fi
 done
 

@@ -333,6 +333,9 @@ struct Link {
     events: mpsc::UnboundedSender<ClientEvent>,
     state: RefCell<LinkState>,
     last_error: RefCell<Option<String>>,
+    /// Why the token book gave no token at this dial (a refused refresh or grant): the
+    /// dial's error says that rather than the bare 401.
+    auth_reason: RefCell<Option<String>>,
     headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
     /// Ignored messages of clients already dropped.
     ignored: std::cell::Cell<u64>,
@@ -375,6 +378,7 @@ impl Link {
             events,
             state: RefCell::new(LinkState::Idle),
             last_error: RefCell::new(None),
+            auth_reason: RefCell::new(None),
             headers: RefCell::new(HashMap::new()),
             ignored: std::cell::Cell::new(0),
             dials: std::cell::Cell::new(0),
@@ -472,7 +476,12 @@ impl Link {
                 } else {
                     LinkState::Unavailable
                 });
-                *self.last_error.borrow_mut() = Some(self.redact.clean(&e.to_string()));
+                let why = self
+                    .auth_reason
+                    .take()
+                    .filter(|_| matches!(e, HandshakeError::NeedsAuth { .. }))
+                    .unwrap_or_else(|| e.to_string());
+                *self.last_error.borrow_mut() = Some(self.redact.clean(&why));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
             }
@@ -578,17 +587,18 @@ impl Link {
         else {
             return Ok(None);
         };
-        match book.bearer(self.name(), url.as_str()).await {
+        let grant = self.server.service_grant.as_ref();
+        match book.bearer_as(self.name(), url.as_str(), grant).await {
             super::tokens::Bearer::None => Ok(None),
             super::tokens::Bearer::Token(t) => {
                 let sent = t.expose().to_owned();
-                transport
-                    .set_bearer(Some(t))
+                t.set_on(transport.as_ref())
                     .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?;
                 *self.bearer.borrow_mut() = Some(sent.clone());
                 Ok(Some(sent))
             }
             super::tokens::Bearer::NeedsSignIn(why) => {
+                *self.auth_reason.borrow_mut() = Some(why.clone());
                 *self.last_error.borrow_mut() = Some(why);
                 Err(HandshakeError::NeedsAuth {
                     status: 401,
@@ -623,10 +633,14 @@ impl Link {
                 _ => "the server refused the request (HTTP 403)".into(),
             });
         }
-        match book.refused(self.name(), url.as_str(), sent).await {
+        let grant = self.server.service_grant.as_ref();
+        match book
+            .refused_as(self.name(), url.as_str(), sent, grant)
+            .await
+        {
             super::tokens::Bearer::Token(t) => {
                 let now = t.expose().to_owned();
-                transport.set_bearer(Some(t)).map_err(|e| e.to_string())?;
+                t.set_on(transport.as_ref()).map_err(|e| e.to_string())?;
                 *self.bearer.borrow_mut() = Some(now);
                 Ok(())
             }
@@ -636,10 +650,16 @@ impl Link {
     }
 
     async fn discover(self: &Rc<Self>) -> Result<Discovered<Catalogue>, DiscoverError> {
-        let (client, hello) = self
-            .client()
-            .await
-            .map_err(|e| DiscoverError::connect(&e, &self.redact))?;
+        let (client, hello) = self.client().await.map_err(|e| {
+            let mut d = DiscoverError::connect(&e, &self.redact);
+            // A refused refresh or grant: its reason, not the bare 401.
+            if d.needs_sign_in {
+                if let Some(why) = self.last_error.borrow().clone() {
+                    d.message = why;
+                }
+            }
+            d
+        })?;
         let budget = discovery::Budget::new(self.startup_timeout());
         let cat = {
             let _permit = self.ctx.dials.acquire().await;

@@ -8,6 +8,7 @@
 
 pub mod composition;
 pub mod connection;
+pub mod grants;
 pub mod handle;
 pub mod registry;
 pub mod retry;

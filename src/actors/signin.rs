@@ -78,6 +78,11 @@ pub enum SignInError {
     NotPending(String),
     #[error("the callback was refused: {0}")]
     BadCallback(String),
+    #[error(
+        "server {server:?} gets its token with the {grant} grant (oauth_client.grant), without \
+         a browser: there is no sign-in"
+    )]
+    ServiceGrant { server: String, grant: String },
 }
 
 struct Login {
@@ -171,6 +176,13 @@ fn setup(home: &std::path::Path, server: &str) -> Result<Setup, SignInError> {
         .map_err(|e| SignInError::Settings(e.to_string()))?;
     let creds = Credentials::load(home).map_err(|e| SignInError::Settings(e.to_string()))?;
     let s = creds.raw.get("mcp").and_then(|m| m.get(server));
+    let grant = super::grants::grant_of(s.and_then(|s| s.get("oauth_client")));
+    if grant != "authorization_code" {
+        return Err(SignInError::ServiceGrant {
+            server: server.to_owned(),
+            grant: grant.to_owned(),
+        });
+    }
     let configured = s
         .and_then(|s| s.get("oauth_client"))
         .and_then(|c| serde_json::from_value::<ConfiguredClient>(c.clone()).ok());
@@ -567,6 +579,8 @@ pub fn auth_view(
             )),
         ),
         (Some(_), None) => ("signed_in", None),
+        // A grant without a browser the authorization server refused: not tried again.
+        (None, Some(why)) => ("needs_sign_in", Some(why.to_owned())),
         (None, _) if signed_out => ("signed_out", None),
         (None, _) if needs => ("needs_sign_in", None),
         (None, _) => ("none", None),
@@ -577,8 +591,10 @@ pub fn auth_view(
             "source": r.client.source,
         })
     });
+    let grant = super::grants::grant_of(s.and_then(|s| s.get("oauth_client")));
     serde_json::json!({
         "state": state,
+        "grant": grant,
         "account": record.as_ref().and_then(|r| r.account.clone()),
         "expires_at": record.as_ref().and_then(|r| r.expires_at),
         "scope": record.as_ref().and_then(|r| r.scope.clone()),

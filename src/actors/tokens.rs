@@ -11,22 +11,72 @@
 //! settings lock (a strict save may hold it while it dials); writes go to the file in the
 //! background, under that lock.
 //!
-//! Owns: that cache, single-flight refreshes, and their persistence. Must not touch: the HTTP
-//! API, transports (the connection sets the bearer it is given).
+//! A server whose `oauth_client` names a grant without a browser (`client_credentials`,
+//! `jwt_bearer`; [`super::grants`]) gets its token from that grant when it is dialled (no
+//! sign-in), a new one a minute before expiry or after a 401, single-flight like a refresh. A
+//! refused grant (`invalid_grant`, `invalid_scope`, `unauthorized_client`, ...) is kept as
+//! `oauth_refused` with the authorization server's words: never retried, never another grant,
+//! until the `oauth_client` settings change or the user signs the server out.
+//!
+//! A DPoP-bound token ([`Token::prover`]) is set on the transport with its prover: every
+//! request carries a fresh proof made with the key kept in the record.
+//!
+//! Owns: that cache, single-flight refreshes and grants, and their persistence. Must not
+//! touch: the HTTP API, transports (the connection sets the token it is given).
 
+use super::grants::{self, ServiceConfig};
 use crate::oauth::{flow, Challenge, Fetcher, TokenRecord};
 use crate::store::settings::{Credentials, Secret};
+use crate::transport::{DpopProver, Transport, TransportError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+/// An access token as a connection sets it on its transport.
+#[derive(Clone)]
+pub struct Token {
+    pub value: Secret,
+    /// For a DPoP-bound token: what makes each request's proof.
+    pub prover: Option<DpopProver>,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token(***, dpop: {})", self.prover.is_some())
+    }
+}
+
+impl Token {
+    fn of(record: &TokenRecord, url: &str) -> Token {
+        Token {
+            value: Secret::new(record.access_token.expose()),
+            prover: record
+                .dpop_prover(url)
+                .map(|p| std::sync::Arc::new(p) as DpopProver),
+        }
+    }
+
+    /// The bare token (to tell a refresh whether it is stale).
+    pub fn expose(&self) -> &str {
+        self.value.expose()
+    }
+
+    /// Set it on a transport: `Authorization: Bearer`, or `DPoP` with a proof per request.
+    pub fn set_on(&self, transport: &dyn Transport) -> Result<(), TransportError> {
+        match &self.prover {
+            Some(p) => transport.set_dpop(self.value.clone(), p.clone()),
+            None => transport.set_bearer(Some(self.value.clone())),
+        }
+    }
+}
 
 /// What a connection sends.
 #[derive(Debug, Clone)]
 pub enum Bearer {
     /// No sign-in is stored for this server (at this URL).
     None,
-    Token(Secret),
+    Token(Token),
     /// Signed in once, but the tokens cannot be used: the user must sign in again.
     NeedsSignIn(String),
 }
@@ -36,6 +86,23 @@ pub enum Bearer {
 struct Entry {
     record: Option<TokenRecord>,
     refused: Option<String>,
+    /// The grant without a browser its `oauth_client` names, if any.
+    service: Option<ServiceConfig>,
+    /// When this daemon got the record's token from that grant (Unix seconds).
+    granted_at: Option<u64>,
+}
+
+/// Whether a token from a grant is used as it is: not within a minute of its expiry, or (a
+/// token that lives a minute or less) not past half its life, so that a short-lived token is
+/// not asked for again on every request.
+fn grant_usable(rec: &TokenRecord, granted_at: Option<u64>, now: u64) -> bool {
+    if !rec.needs_refresh(now) {
+        return true;
+    }
+    match (granted_at, rec.expires_at) {
+        (Some(g), Some(e)) => now < g.saturating_add(e.saturating_sub(g) / 2),
+        _ => false,
+    }
 }
 
 struct Inner {
@@ -107,6 +174,8 @@ impl TokenBook {
                 .and_then(|s| s.get("oauth_refused"))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            service: grants::service_config(s.and_then(|s| s.get("oauth_client"))),
+            granted_at: None,
         }
     }
 
@@ -142,23 +211,129 @@ impl TokenBook {
     /// The bearer for a request to `server` at `url`: its token (refreshed first when within
     /// a minute of expiry), or none, or why it needs a sign-in.
     pub async fn bearer(&self, server: &str, url: &str) -> Bearer {
-        let e = self.entry(server);
+        self.bearer_as(server, url, None).await
+    }
+
+    /// [`bearer`](Self::bearer) for a server resolved with `service_grant` (its
+    /// `oauth_client` naming a grant without a browser, as the connection was resolved: a
+    /// strict save tries a configuration before `creds.json` holds it).
+    pub async fn bearer_as(
+        &self,
+        server: &str,
+        url: &str,
+        service_grant: Option<&Secret>,
+    ) -> Bearer {
+        let mut e = self.entry(server);
+        if let Some(g) = service_grant {
+            let v: Option<Value> = serde_json::from_str(g.expose()).ok();
+            e.service = grants::service_config(v.as_ref());
+        }
         if let Some(why) = e.refused {
             return Bearer::NeedsSignIn(why);
         }
-        let Some(rec) = e.record.filter(|r| r.belongs_to(url)) else {
+        let record = e.record.filter(|r| r.belongs_to(url));
+        if e.service.is_some() {
+            return match record {
+                Some(rec) if grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) => {
+                    Bearer::Token(Token::of(&rec, url))
+                }
+                _ => self.grant(server, url, None, e.service).await,
+            };
+        }
+        let Some(rec) = record else {
             return Bearer::None;
         };
         if rec.needs_refresh(crate::oauth::now_secs()) {
             return self.refresh(server, url, rec.access_token.expose()).await;
         }
-        Bearer::Token(Secret::new(rec.access_token.expose()))
+        Bearer::Token(Token::of(&rec, url))
     }
 
     /// A request that carried `sent` was refused with 401: refresh once (another connection
-    /// may have refreshed meanwhile: then its token), or say why a sign-in is needed.
+    /// may have refreshed meanwhile: then its token), or say why a sign-in is needed. A
+    /// server with a grant without a browser asks for a new token instead.
     pub async fn refused(&self, server: &str, url: &str, sent: &str) -> Bearer {
+        self.refused_as(server, url, sent, None).await
+    }
+
+    /// [`refused`](Self::refused) for a server resolved with `service_grant` (see
+    /// [`bearer_as`](Self::bearer_as)).
+    pub async fn refused_as(
+        &self,
+        server: &str,
+        url: &str,
+        sent: &str,
+        service_grant: Option<&Secret>,
+    ) -> Bearer {
+        let given = service_grant.map(|g| {
+            let v: Option<Value> = serde_json::from_str(g.expose()).ok();
+            grants::service_config(v.as_ref())
+        });
+        let service = given.unwrap_or_else(|| self.entry(server).service);
+        if service.is_some() {
+            return self.grant(server, url, Some(sent), service).await;
+        }
         self.refresh(server, url, sent).await
+    }
+
+    /// A new token from `server`'s grant unless the book's is usable and not `stale` (the
+    /// one a 401 refused); one grant per server at a time. A refused grant is remembered and
+    /// not tried again.
+    async fn grant(
+        &self,
+        server: &str,
+        url: &str,
+        stale: Option<&str>,
+        service: Option<ServiceConfig>,
+    ) -> Bearer {
+        let flight = self.flight(server);
+        let _one = flight.lock().await;
+        let e = self.entry(server);
+        if let Some(why) = e.refused {
+            return Bearer::NeedsSignIn(why);
+        }
+        let Some(cfg) = service else {
+            return Bearer::NeedsSignIn("the server needs the user to sign in".into());
+        };
+        if let Some(rec) = e.record.filter(|r| r.belongs_to(url)) {
+            let fresh = stale.is_none_or(|s| rec.access_token.expose() != s);
+            if fresh && grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) {
+                return Bearer::Token(Token::of(&rec, url));
+            }
+        }
+        let grant = grants::grant_name(&cfg);
+        let fetcher = Fetcher::new(self.0.tls.clone());
+        match grants::obtain(&fetcher, url, &cfg).await {
+            Ok(new) => {
+                tracing::info!(
+                    server,
+                    grant,
+                    dpop = new.dpop().is_some(),
+                    "got an OAuth access token without a browser"
+                );
+                let token = Token::of(&new, url);
+                self.remember(server, &new);
+                if let Ok(mut c) = self.0.cache.lock() {
+                    if let Some(e) = c.get_mut(server) {
+                        e.granted_at = Some(crate::oauth::now_secs());
+                    }
+                }
+                self.persist(server, move |s| {
+                    if let Ok(v) = serde_json::to_value(&new) {
+                        s.insert("oauth".into(), v);
+                    }
+                });
+                Bearer::Token(token)
+            }
+            Err(e) if e.refused() => {
+                tracing::warn!(server, grant, error = %e, "the authorization server refused the grant; the server is left out until its oauth_client settings change");
+                self.refuse(server, &e.to_string())
+            }
+            Err(e) => {
+                tracing::warn!(server, grant, error = %e, "no OAuth access token now");
+                Bearer::NeedsSignIn(format!("no token from the {grant} grant now: {e}"))
+            }
+        }
     }
 
     /// Refresh `server`'s token unless the one in the book is already newer than `stale`;
@@ -175,7 +350,7 @@ impl TokenBook {
         };
         let now = crate::oauth::now_secs();
         if rec.access_token.expose() != stale && !rec.needs_refresh(now) {
-            return Bearer::Token(Secret::new(rec.access_token.expose()));
+            return Bearer::Token(Token::of(&rec, url));
         }
         if rec.refresh_token.is_none() {
             return self.refuse(
@@ -187,7 +362,7 @@ impl TokenBook {
         match flow::refresh(&fetcher, &rec).await {
             Ok(new) => {
                 tracing::info!(server, "refreshed the OAuth access token");
-                let token = Secret::new(new.access_token.expose());
+                let token = Token::of(&new, url);
                 self.remember(server, &new);
                 self.persist(server, move |s| {
                     if let Ok(v) = serde_json::to_value(&new) {
@@ -211,13 +386,9 @@ impl TokenBook {
     /// Hold `record` as `server`'s tokens (a refresh, a step-up), in use at once.
     fn remember(&self, server: &str, record: &TokenRecord) {
         if let Ok(mut c) = self.0.cache.lock() {
-            c.insert(
-                server.to_owned(),
-                Entry {
-                    record: Some(record.clone()),
-                    refused: None,
-                },
-            );
+            let e = c.entry(server.to_owned()).or_default();
+            e.record = Some(record.clone());
+            e.refused = None;
         }
     }
 
@@ -420,6 +591,56 @@ mod tests {
             book.bearer("s", "http://127.0.0.1:9/other").await,
             Bearer::None
         ));
+    }
+
+    #[test]
+    fn a_short_lived_granted_token_is_used_for_half_its_life() {
+        let mut rec: TokenRecord = serde_json::from_value(serde_json::json!({
+            "server_url": "http://127.0.0.1:9/mcp", "access_token": "t", "expires_at": 1030,
+            "token_type": "Bearer", "issuer": "i", "resource": "r", "token_endpoint": "e",
+            "client": {"client_id": "c", "auth_method": "none", "redirect_uri": "",
+                       "issuer": "i", "source": "configured"}}))
+        .unwrap();
+        // Granted at 1000 for 30 s: used until 1015, then asked for again.
+        assert!(grant_usable(&rec, Some(1000), 1010));
+        assert!(!grant_usable(&rec, Some(1000), 1015));
+        assert!(
+            !grant_usable(&rec, None, 1010),
+            "not granted by this daemon"
+        );
+        // A long-lived one: the minute's margin.
+        rec.expires_at = Some(5000);
+        assert!(grant_usable(&rec, None, 4900));
+        assert!(!grant_usable(&rec, None, 4950));
+    }
+
+    #[actix_rt::test]
+    async fn a_dpop_bound_record_gives_a_token_with_its_prover() {
+        let home = home_with_record("http://127.0.0.1:9/token", crate::oauth::now_secs() + 3600);
+        let path = home.path().join("creds.json");
+        let mut creds: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let key = crate::oauth::jws::DpopKey::generate().unwrap();
+        creds["mcp"]["s"]["oauth"]["token_type"] = "DPoP".into();
+        creds["mcp"]["s"]["oauth"]["dpop_key"] = serde_json::to_value(&key).unwrap();
+        crate::store::files::write_atomic(&path, creds.to_string().as_bytes(), 0o600).unwrap();
+        let book = TokenBook::new(home.path().to_path_buf(), tls());
+        let Bearer::Token(t) = book.bearer("s", "http://127.0.0.1:9/mcp").await else {
+            panic!("no token")
+        };
+        assert_eq!(t.expose(), "old-token");
+        let prove = t.prover.clone().expect("a DPoP-bound token has a prover");
+        let proof = prove("POST", Some("n")).unwrap();
+        let claims: Value = serde_json::from_slice(
+            &base64::Engine::decode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                proof.split('.').nth(1).unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(claims["htu"], "http://127.0.0.1:9/mcp");
+        assert_eq!(claims["nonce"], "n");
+        assert!(!format!("{t:?}").contains("old-token"));
     }
 
     #[actix_rt::test]

@@ -280,10 +280,12 @@ impl Run<'_> {
         if let (ResolvedTransport::Http { url, .. }, Some(book)) =
             (&self.server.transport, &ctx.tokens)
         {
-            if let super::tokens::Bearer::Token(t) =
-                book.bearer(&self.server.config.name, url.as_str()).await
+            let grant = self.server.service_grant.as_ref();
+            if let super::tokens::Bearer::Token(t) = book
+                .bearer_as(&self.server.config.name, url.as_str(), grant)
+                .await
             {
-                let _ = transport.set_bearer(Some(t));
+                let _ = t.set_on(transport.as_ref());
             }
         }
         // stdio: the launcher started (whether the command did shows below).

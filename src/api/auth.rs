@@ -52,6 +52,7 @@ fn sign_in_error(e: SignInError) -> ApiError {
         SignInError::Failed(_) => (StatusCode::BAD_GATEWAY, "sign_in_failed"),
         SignInError::NotPending(_) => (StatusCode::CONFLICT, "no_sign_in"),
         SignInError::BadCallback(_) => (StatusCode::BAD_REQUEST, "bad_callback"),
+        SignInError::ServiceGrant { .. } => (StatusCode::CONFLICT, "no_sign_in"),
     };
     ApiError::new(status, code, e.to_string())
 }

@@ -231,6 +231,7 @@ struct Run {
 impl Run {
     /// `server_url` as the runner gave it (what OAuth compares), `url` as dialled.
     fn open(server_url: &str, url: url::Url, context: Option<&Value>) -> Result<Run, String> {
+        let service = auth::service(context)?;
         let tls = tls::client_config(&[]).map_err(|e| e.to_string())?;
         let (client, sink, _events) = McpClient::new();
         let transport = HttpTransport::start(
@@ -249,6 +250,7 @@ impl Run {
             fetcher,
             server_url,
             auth::configured_client(context),
+            service,
             transport.clone(),
         );
         Ok(Run {

@@ -1,5 +1,5 @@
 //! The `WWW-Authenticate` header of a 401 or 403 (RFC 6750 §3, RFC 9728 §5.1): the `Bearer`
-//! challenge's `resource_metadata`, `scope`, `error` and `error_description`.
+//! (else the `DPoP`, RFC 9449 §7.1) challenge's `resource_metadata`, `scope`, `error` and `error_description`.
 //!
 //! Owns: parsing the header (several challenges, quoted strings with escapes, any order of
 //! parameters, scheme and parameter names in any case). Must not touch: I/O.
@@ -20,12 +20,16 @@ pub struct Challenge {
 }
 
 impl Challenge {
-    /// The `Bearer` challenge of a `WWW-Authenticate` value, if it has one.
+    /// The `Bearer` challenge of a `WWW-Authenticate` value, else its `DPoP` one (RFC 9449
+    /// §7.1, same parameters), if it has one.
     pub fn parse(header: &str) -> Option<Challenge> {
         let header = cut(header, MAX_HEADER);
-        let (_, params) = challenges(header)
-            .into_iter()
-            .find(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))?;
+        let all = challenges(header);
+        let (_, params) = ["bearer", "dpop"].iter().find_map(|want| {
+            all.iter()
+                .find(|(scheme, _)| scheme.eq_ignore_ascii_case(want))
+                .cloned()
+        })?;
         let mut c = Challenge::default();
         for (name, value) in params {
             match name.to_ascii_lowercase().as_str() {
@@ -144,6 +148,15 @@ mod tests {
         );
         assert!(c.insufficient_scope());
         assert_eq!(c.error_description.as_deref(), Some("needs \"write\""));
+    }
+
+    #[test]
+    fn a_dpop_challenge_is_read_when_there_is_no_bearer_one() {
+        let c = Challenge::parse(r#"DPoP resource_metadata="http://a/prm", algs="ES256""#).unwrap();
+        assert_eq!(c.resource_metadata.as_deref(), Some("http://a/prm"));
+        let c = Challenge::parse(r#"DPoP resource_metadata="http://d", Bearer scope="s""#).unwrap();
+        assert_eq!(c.scope, Some(vec!["s".to_owned()]), "Bearer first");
+        assert!(Challenge::parse(r#"Basic realm="x""#).is_none());
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub enum AuthMethod {
     ClientSecretBasic,
     /// The id and secret in the form.
     ClientSecretPost,
+    /// A JWT signed with the client's private key (RFC 7523 §2.2); service grants only
+    /// ([`super::grant`]), the key never in a record.
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
@@ -36,6 +39,7 @@ impl AuthMethod {
             AuthMethod::None => "none",
             AuthMethod::ClientSecretBasic => "client_secret_basic",
             AuthMethod::ClientSecretPost => "client_secret_post",
+            AuthMethod::PrivateKeyJwt => "private_key_jwt",
         }
     }
 
@@ -44,6 +48,7 @@ impl AuthMethod {
             "none" => Some(AuthMethod::None),
             "client_secret_basic" => Some(AuthMethod::ClientSecretBasic),
             "client_secret_post" => Some(AuthMethod::ClientSecretPost),
+            "private_key_jwt" => Some(AuthMethod::PrivateKeyJwt),
             _ => None,
         }
     }
@@ -200,6 +205,7 @@ pub fn parse_registration(
         .get("token_endpoint_auth_method")
         .and_then(Value::as_str)
         .and_then(AuthMethod::parse)
+        .filter(|m| *m != AuthMethod::PrivateKeyJwt)
         .unwrap_or(requested);
     if client_secret.is_none() {
         auth_method = AuthMethod::None;

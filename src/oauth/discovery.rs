@@ -62,6 +62,29 @@ pub struct AuthServerMetadata {
     pub client_id_metadata_document_supported: bool,
     /// Where it was read; `None` for the 2025-03-26 default endpoints.
     pub metadata_url: Option<String>,
+    /// `grant_types_supported` (`None`: not listed).
+    #[serde(default)]
+    pub grant_types_supported: Option<Vec<String>>,
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1): listed, the server takes DPoP.
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Option<Vec<String>>,
+}
+
+impl AuthServerMetadata {
+    /// Whether DPoP-bound tokens are asked for: the server lists ES256, the algorithm of
+    /// albedo's DPoP keys, in `dpop_signing_alg_values_supported`.
+    pub fn takes_dpop(&self) -> bool {
+        self.dpop_signing_alg_values_supported
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|a| a == "ES256"))
+    }
+
+    /// Whether the server lists `grant` in `grant_types_supported`.
+    pub fn lists_grant(&self, grant: &str) -> bool {
+        self.grant_types_supported
+            .as_ref()
+            .is_some_and(|g| g.iter().any(|g| g == grant))
+    }
 }
 
 /// What a sign-in needs to know about a server.
@@ -306,6 +329,8 @@ pub fn parse_auth_server_metadata(
             .and_then(Value::as_bool)
             .unwrap_or(false),
         metadata_url: Some(url.to_string()),
+        grant_types_supported: strings(doc.get("grant_types_supported")),
+        dpop_signing_alg_values_supported: strings(doc.get("dpop_signing_alg_values_supported")),
     })
 }
 
@@ -324,6 +349,8 @@ pub fn legacy_endpoints(server: &Url) -> AuthServerMetadata {
         iss_parameter_supported: false,
         client_id_metadata_document_supported: false,
         metadata_url: None,
+        grant_types_supported: None,
+        dpop_signing_alg_values_supported: None,
     }
 }
 

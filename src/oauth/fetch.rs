@@ -34,6 +34,8 @@ pub(crate) struct Reply {
     pub body: Bytes,
     /// Where the answer came from (after redirects), as shown in errors.
     pub shown: String,
+    /// Its `DPoP-Nonce` header (RFC 9449 §8), when it has a usable one.
+    pub dpop_nonce: Option<String>,
 }
 
 impl Reply {
@@ -129,6 +131,12 @@ impl Fetcher {
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let dpop_nonce = resp
+            .headers()
+            .get("dpop-nonce")
+            .and_then(|v| v.to_str().ok())
+            .filter(|n| usable_nonce(n))
+            .map(str::to_owned);
         let body = match tokio::time::timeout(CALL_TIMEOUT, resp.body().limit(MAX_BODY_BYTES)).await
         {
             Ok(Ok(b)) => b,
@@ -156,6 +164,7 @@ impl Fetcher {
             location,
             body,
             shown,
+            dpop_nonce,
         })
     }
 
@@ -203,12 +212,29 @@ impl Fetcher {
         form: &[(&str, &str)],
         basic: Option<(&str, &Sensitive)>,
     ) -> Result<Reply, OAuthError> {
+        self.post_form_with_proof(url, form, basic, None).await
+    }
+
+    /// A form POST with, besides, a DPoP proof in the `DPoP` header (RFC 9449 §5).
+    pub(crate) async fn post_form_with_proof(
+        &self,
+        url: &Url,
+        form: &[(&str, &str)],
+        basic: Option<(&str, &Sensitive)>,
+        proof: Option<&Sensitive>,
+    ) -> Result<Reply, OAuthError> {
         let mut req = self
             .client
             .post(self.target(url))
             .insert_header((ACCEPT, "application/json"));
         if let Some((id, secret)) = basic {
             req = req.insert_header((AUTHORIZATION, basic_header(id, secret)));
+        }
+        if let Some(p) = proof {
+            if let Ok(mut v) = HeaderValue::from_str(p.expose()) {
+                v.set_sensitive(true);
+                req = req.insert_header(("DPoP", v));
+            }
         }
         let sent = req.send_form(&form).await;
         self.finish(url, sent).await
@@ -313,6 +339,18 @@ pub(crate) fn same_endpoint(u: &Url, base: &Url) -> bool {
         && u.path() == base.path()
 }
 
+/// The most bytes of a `DPoP-Nonce` kept.
+pub const MAX_NONCE_BYTES: usize = 256;
+
+/// A nonce fit to be sent back: at most `MAX_NONCE_BYTES` (256), visible ASCII (RFC 9449 §8.1's
+/// `NQCHAR`: no `"`, no backslash).
+pub fn usable_nonce(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_NONCE_BYTES
+        && n.bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+}
+
 /// `Authorization: Basic` of RFC 6749 §2.3.1: both parts form-urlencoded first.
 fn basic_header(id: &str, secret: &Sensitive) -> HeaderValue {
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
@@ -327,6 +365,13 @@ fn basic_header(id: &str, secret: &Sensitive) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dpop_nonce_is_kept_only_within_its_bound() {
+        assert!(usable_nonce(&"n".repeat(MAX_NONCE_BYTES)));
+        assert!(!usable_nonce(&"n".repeat(MAX_NONCE_BYTES + 1)));
+        assert!(!usable_nonce("a b") && !usable_nonce("") && !usable_nonce("a\"b"));
+    }
 
     #[test]
     fn urls_are_shown_without_query_or_userinfo() {

@@ -18,6 +18,8 @@ use super::challenge::Challenge;
 use super::client::{self, ClientRecord, ConfiguredClient};
 use super::discovery::{self, Discovery};
 use super::fetch::{same_endpoint, shown_str, Fetcher, Reply};
+use super::grant::{post_token, refusal};
+use super::jws::DpopKey;
 use super::pkce::{self, Pkce};
 use super::record::TokenRecord;
 use super::{identity, now_secs, scope, server_text, OAuthError, Sensitive};
@@ -44,6 +46,9 @@ pub struct PendingSignIn {
     /// The client signing in; a newly registered one is for the caller to keep (per issuer
     /// and redirect URI).
     pub client: ClientRecord,
+    /// The DPoP key the token is asked for bound to: made when the authorization server
+    /// takes DPoP with ES256 ([`super::AuthServerMetadata::takes_dpop`]).
+    pub dpop: Option<DpopKey>,
 }
 
 /// Everything [`start`] needs.
@@ -127,6 +132,11 @@ pub fn begin(
         scopes,
         token_endpoint: disc.auth_server.token_endpoint.clone(),
         client,
+        dpop: if disc.auth_server.takes_dpop() {
+            Some(DpopKey::generate().map_err(|e| OAuthError::Key(e.to_string()))?)
+        } else {
+            None
+        },
     })
 }
 
@@ -197,17 +207,18 @@ pub fn read_callback(pending: &PendingSignIn, callback_url: &str) -> Result<Sens
 }
 
 /// What a token endpoint granted.
-struct Granted {
-    access_token: Sensitive,
-    refresh_token: Option<Sensitive>,
-    expires_in: Option<u64>,
-    scope: Option<String>,
-    token_type: String,
+pub(crate) struct Granted {
+    pub(crate) access_token: Sensitive,
+    pub(crate) refresh_token: Option<Sensitive>,
+    pub(crate) expires_in: Option<u64>,
+    pub(crate) scope: Option<String>,
+    /// `Bearer`, or `DPoP` (RFC 9449 §5: the token is bound to the proof's key).
+    pub(crate) token_type: String,
     /// An OpenID Connect ID token, only read for the account (`identity`).
-    id_token: Option<Sensitive>,
+    pub(crate) id_token: Option<Sensitive>,
 }
 
-fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
+pub(crate) fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
     let doc: Value = serde_json::from_slice(&reply.body)
         .map_err(|e| OAuthError::BadTokenResponse(format!("not JSON ({e})")))?;
     let access_token = doc
@@ -226,9 +237,10 @@ fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
         .and_then(Value::as_str)
         .unwrap_or("Bearer")
         .to_owned();
-    if !token_type.eq_ignore_ascii_case("bearer") {
+    let dpop = token_type.eq_ignore_ascii_case("dpop");
+    if !token_type.eq_ignore_ascii_case("bearer") && !dpop {
         return Err(OAuthError::BadTokenResponse(format!(
-            "token_type {:?} is not supported (only Bearer)",
+            "token_type {:?} is not supported (only Bearer and DPoP)",
             server_text(&token_type, &[])
         )));
     }
@@ -242,7 +254,7 @@ fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
         refresh_token,
         expires_in,
         scope: doc.get("scope").and_then(Value::as_str).map(str::to_owned),
-        token_type: "Bearer".to_owned(),
+        token_type: if dpop { "DPoP" } else { "Bearer" }.to_owned(),
         id_token: doc
             .get("id_token")
             .and_then(Value::as_str)
@@ -250,19 +262,14 @@ fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
     })
 }
 
-/// A token endpoint's refusal: its `error` and `error_description`, cleaned.
-fn refusal(reply: &Reply, secrets: &[&Sensitive]) -> (String, Option<String>) {
-    let doc: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
-    let error = doc
-        .get("error")
-        .and_then(Value::as_str)
-        .map(|e| server_text(e, secrets))
-        .unwrap_or_else(|| "no error code".to_owned());
-    let description = doc
-        .get("error_description")
-        .and_then(Value::as_str)
-        .map(|d| server_text(d, secrets));
-    (error, description)
+/// A token answer with `token_type` DPoP when no proof was sent is not usable.
+fn check_binding(g: &Granted, dpop: Option<&DpopKey>) -> Result<(), OAuthError> {
+    if g.token_type == "DPoP" && dpop.is_none() {
+        return Err(OAuthError::BadTokenResponse(
+            "token_type DPoP, but no DPoP proof was sent".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn token_url(endpoint: &str) -> Result<Url, OAuthError> {
@@ -288,7 +295,7 @@ pub async fn exchange(
     ];
     let basic = pending.client.authenticate(&mut form);
     let fields: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let reply = fetcher.post_form(&url, &fields, basic).await?;
+    let reply = post_token(fetcher, &url, &fields, basic, pending.dpop.as_ref()).await?;
     let mut secrets = vec![code, &pending.verifier];
     secrets.extend(pending.client.client_secret.as_ref());
     if !reply.ok() {
@@ -300,6 +307,8 @@ pub async fn exchange(
         });
     }
     let g = read_granted(&reply)?;
+    check_binding(&g, pending.dpop.as_ref())?;
+    let bound = g.token_type == "DPoP";
     let now = now_secs();
     let account = identity::account(
         g.id_token.as_ref().map(Sensitive::expose),
@@ -319,6 +328,7 @@ pub async fn exchange(
         token_endpoint: pending.token_endpoint.clone(),
         client: pending.client.clone(),
         step_up: Vec::new(),
+        dpop_key: pending.dpop.clone().filter(|_| bound),
         account,
     })
 }
@@ -348,7 +358,7 @@ pub async fn refresh(fetcher: &Fetcher, record: &TokenRecord) -> Result<TokenRec
     ];
     let basic = record.client.authenticate(&mut form);
     let fields: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let reply = fetcher.post_form(&url, &fields, basic).await?;
+    let reply = post_token(fetcher, &url, &fields, basic, record.dpop_key.as_ref()).await?;
     let mut secrets = vec![rt, &record.access_token];
     secrets.extend(record.client.client_secret.as_ref());
     if !reply.ok() {
@@ -367,6 +377,7 @@ pub async fn refresh(fetcher: &Fetcher, record: &TokenRecord) -> Result<TokenRec
         });
     }
     let g = read_granted(&reply)?;
+    check_binding(&g, record.dpop_key.as_ref())?;
     let now = now_secs();
     // A new ID token (or JWT access token) may name the account; else it stays as it was.
     let account = identity::account(
@@ -535,6 +546,7 @@ mod tests {
             location: None,
             body: bytes::Bytes::from(body.to_owned()),
             shown: "https://as.example.com/token".into(),
+            dpop_nonce: None,
         }
     }
 
@@ -572,11 +584,15 @@ mod tests {
             let logged = crate::protocol::text::redact_logged(line.as_bytes());
             assert!(!String::from_utf8_lossy(&logged).contains(t), "{t}");
         }
-        let e = read_granted(&reply(
-            200,
-            r#"{"access_token": "x", "token_type": "DPoP"}"#,
-        ));
+        let e = read_granted(&reply(200, r#"{"access_token": "x", "token_type": "MAC"}"#));
         assert!(matches!(e, Err(OAuthError::BadTokenResponse(_))));
+        let g = read_granted(&reply(
+            200,
+            r#"{"access_token": "x", "token_type": "dpop"}"#,
+        ))
+        .unwrap();
+        assert_eq!(g.token_type, "DPoP");
+        assert!(check_binding(&g, None).is_err());
         let e = read_granted(&reply(200, r#"{"token_type": "Bearer"}"#));
         assert!(matches!(e, Err(OAuthError::BadTokenResponse(_))));
     }
@@ -682,6 +698,7 @@ mod tests {
                 ..client()
             },
             step_up: Vec::new(),
+            dpop_key: None,
             account: None,
         }
     }

@@ -23,17 +23,26 @@
 //!    near its expiry or refused with 401 ([`OAuthError::RefreshRefused`] means the user must
 //!    sign in again).
 //!
+//! Without a browser (the authorization extensions), a caller runs discovery and then
+//! [`grant::request_token`]: client credentials, or the JWT bearer grant with a workload token
+//! or the identity assertion [`grant::exchange_identity`] got; a refusal is
+//! [`OAuthError::GrantRefused`], never retried. Where the authorization server takes DPoP
+//! (ES256), the token is bound to a [`jws::DpopKey`] kept in the record, and
+//! [`TokenRecord::dpop_prover`] makes each request's proof.
+//!
 //! Owns: the protocol of each step, one concern per file: [`challenge`] (`WWW-Authenticate`),
 //! [`discovery`] (RFC 9728, RFC 8414 / OpenID Connect discovery, the checks on both),
 //! [`scope`], [`client`] (configured, CIMD, RFC 7591 registration, the token endpoint's
 //! client authentication), [`pkce`] (S256 and `state`), [`flow`] (authorize URL, callback,
 //! code exchange, refresh, all with the RFC 8707 `resource`), [`record`] (the token record
 //! stored in `creds.json` under `mcp.<server>.oauth`), `fetch` ([`Fetcher`]: the bounded HTTP
-//! calls). Must not touch: the MCP transports and the client core, actors, the HTTP API,
+//! calls), [`grant`] (grants without a browser, every token request's DPoP proof and nonce
+//! retry), [`jws`] (signing keys, client assertions, DPoP keys and proofs). Must not touch: the MCP transports and the client core, actors, the HTTP API,
 //! storage (a caller stores the [`TokenRecord`] and the [`ClientRecord`]).
 //!
-//! Secrets: no access or refresh token, authorization code, PKCE verifier or client secret
-//! appears in an error message, a log line or a `Debug` output ([`Sensitive`]); each one is
+//! Secrets: no access or refresh token, authorization code, PKCE verifier, client secret,
+//! private key, assertion, workload or ID token, or DPoP proof appears in an error message, a
+//! log line or a `Debug` output ([`Sensitive`]); each one is
 //! registered with the log writer's redaction when it is made or received. Text from the
 //! authorization server (`error_description`) is cleaned and cut before it reaches an error.
 //!
@@ -47,7 +56,9 @@ pub mod client;
 pub mod discovery;
 mod fetch;
 pub mod flow;
+pub mod grant;
 pub mod identity;
+pub mod jws;
 pub mod pkce;
 pub mod record;
 pub mod scope;
@@ -55,7 +66,7 @@ pub mod scope;
 pub use challenge::Challenge;
 pub use client::{AuthMethod, ClientRecord, ClientSource, ConfiguredClient};
 pub use discovery::{AuthServerMetadata, Discovery, ResourceMetadata};
-pub use fetch::Fetcher;
+pub use fetch::{usable_nonce, Fetcher};
 pub use flow::PendingSignIn;
 pub use record::TokenRecord;
 
@@ -188,6 +199,19 @@ pub enum OAuthError {
     BadTokenResponse(String),
     #[error("the authorization URL did not lead back to the redirect URI: {0}")]
     NotRedirected(String),
+    #[error(
+        "the authorization server refused the {grant} grant (HTTP {status}): {error}{}; not \
+         retried",
+        describe(.description)
+    )]
+    GrantRefused {
+        grant: String,
+        status: u16,
+        error: String,
+        description: Option<String>,
+    },
+    #[error("the client's key cannot be used: {0}")]
+    Key(String),
 }
 
 fn describe(d: &Option<String>) -> String {

@@ -10,6 +10,7 @@
 //! stores it).
 
 use super::client::ClientRecord;
+use super::jws::DpopKey;
 use super::{scope, Sensitive};
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +40,10 @@ pub struct TokenRecord {
     /// Scopes the next sign-in asks for (a 403 `insufficient_scope` was met).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_up: Vec<String>,
+    /// The DPoP key pair a `DPoP` token is bound to (RFC 9449); every request carries a proof
+    /// made with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<DpopKey>,
     /// Who signed in, when the token endpoint said (`identity::account`); shown, never trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
@@ -58,6 +63,7 @@ impl std::fmt::Debug for TokenRecord {
             .field("token_endpoint", &self.token_endpoint)
             .field("client", &self.client)
             .field("step_up", &self.step_up)
+            .field("dpop_key", &self.dpop_key)
             .field("account", &self.account)
             .finish()
     }
@@ -76,9 +82,38 @@ impl TokenRecord {
             .is_some_and(|t| t <= now.saturating_add(REFRESH_MARGIN_SECS))
     }
 
-    /// The `Authorization` header's value.
+    /// The `Authorization` header's value: `Bearer`, or `DPoP` for a DPoP-bound token.
     pub fn authorization(&self) -> Sensitive {
-        Sensitive(format!("Bearer {}", self.access_token.expose()))
+        let scheme = if self.dpop().is_some() {
+            "DPoP"
+        } else {
+            "Bearer"
+        };
+        Sensitive(format!("{scheme} {}", self.access_token.expose()))
+    }
+
+    /// The key of a DPoP-bound token (`token_type` DPoP with its key kept).
+    pub fn dpop(&self) -> Option<&DpopKey> {
+        self.dpop_key
+            .as_ref()
+            .filter(|_| self.token_type.eq_ignore_ascii_case("dpop"))
+    }
+
+    /// For a DPoP-bound token, what makes the proof of one request to `url` (the server URL
+    /// as configured, the `htu`): `(method, nonce)` to the `DPoP` header's value (RFC 9449
+    /// §7: with `ath`, the token's hash). `None` for a bearer token.
+    pub fn dpop_prover(
+        &self,
+        url: &str,
+    ) -> Option<impl Fn(&str, Option<&str>) -> Option<String> + Send + Sync + 'static> {
+        let key = self.dpop()?.clone();
+        let token = self.access_token.clone();
+        let htu = super::jws::htu_of(url);
+        Some(move |method: &str, nonce: Option<&str>| {
+            key.proof(method, &htu, Some(token.expose()), nonce, super::now_secs())
+                .ok()
+                .map(|p| p.expose().to_owned())
+        })
     }
 
     /// The scopes granted (or asked for).
@@ -124,8 +159,38 @@ mod tests {
                 source: ClientSource::Registered,
             },
             step_up: Vec::new(),
+            dpop_key: None,
             account: None,
         }
+    }
+
+    #[test]
+    fn a_dpop_bound_token_is_sent_with_the_dpop_scheme_and_a_proof() {
+        let mut r = sample();
+        assert!(r.dpop_prover("https://mcp.example.com/mcp").is_none());
+        r.dpop_key = Some(DpopKey::generate().unwrap());
+        // A key kept with a Bearer token is not used.
+        assert!(r.dpop().is_none());
+        r.token_type = "DPoP".into();
+        assert_eq!(r.authorization().expose(), "DPoP access-token-value-1");
+        let prove = r.dpop_prover("https://mcp.example.com/mcp?q=1").unwrap();
+        let p = prove("POST", Some("n")).unwrap();
+        let claims: serde_json::Value = serde_json::from_slice(
+            &base64::Engine::decode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                p.split('.').nth(1).unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(claims["htu"], "https://mcp.example.com/mcp");
+        assert_eq!(claims["htm"], "POST");
+        assert_eq!(claims["nonce"], "n");
+        assert!(claims["ath"].is_string());
+        let text = serde_json::to_string(&r).unwrap();
+        let back: TokenRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert!(!format!("{r:?}").contains("pkcs8"));
     }
 
     #[test]

@@ -767,6 +767,10 @@ impl std::fmt::Debug for Secret {
 pub struct ResolvedServer {
     pub config: ServerConfig,
     pub transport: ResolvedTransport,
+    /// An HTTP server's `oauth_client` (JSON text, from `creds.json` or the settings change
+    /// being saved) when it names a grant without a browser (`client_credentials`,
+    /// `jwt_bearer`): the token book asks for tokens with it.
+    pub service_grant: Option<Secret>,
     /// Changes whenever the configuration or a secret value changes.
     pub fingerprint: String,
 }
@@ -897,9 +901,28 @@ pub fn resolve(
             ResolvedTransport::Http { url, headers: hs }
         }
     };
+    // A grant without a browser, and any change to it, is a new credential too.
+    let service_grant = creds
+        .raw
+        .get("mcp")
+        .and_then(|m| m.get(name))
+        .and_then(|s| s.get("oauth_client"))
+        .filter(|c| {
+            matches!(
+                c.get("grant").and_then(Value::as_str),
+                Some("client_credentials" | "jwt_bearer")
+            )
+        })
+        .filter(|_| matches!(transport, ResolvedTransport::Http { .. }))
+        .map(|c| Secret(c.to_string()));
+    if let Some(g) = &service_grant {
+        mac.update_field(b"\0grant");
+        mac.update_field(g.expose().as_bytes());
+    }
     Ok(ResolvedServer {
         config: config.clone(),
         transport,
+        service_grant,
         fingerprint: hex::encode(mac.finalize()),
     })
 }

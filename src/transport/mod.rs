@@ -88,6 +88,16 @@ pub trait Transport: Send + Sync {
     ) -> Result<(), TransportError> {
         Ok(())
     }
+    /// A DPoP-bound access token (RFC 9449) later requests carry as `Authorization: DPoP`,
+    /// each with a fresh proof from `prover` (HTTP only; see
+    /// [`http::HttpTransport::set_dpop`]).
+    fn set_dpop(
+        &self,
+        _token: crate::store::settings::Secret,
+        _prover: DpopProver,
+    ) -> Result<(), TransportError> {
+        Ok(())
+    }
     /// Shut down: stdio runs the close sequence, HTTP sends `DELETE` for its session.
     fn close(&self);
     /// How many unusable messages (malformed, oversized) the server sent so far.
@@ -97,6 +107,11 @@ pub trait Transport: Send + Sync {
 }
 
 pub type SharedTransport = Arc<dyn Transport>;
+
+/// Makes the DPoP proof (RFC 9449 §4, §7) of one HTTP request to the transport's server:
+/// `(method, nonce)` to the `DPoP` header's value; the URL (`htu`) and the token's hash
+/// (`ath`) are the prover's. `None`: no proof could be made (the request goes without).
+pub type DpopProver = Arc<dyn Fn(&str, Option<&str>) -> Option<String> + Send + Sync>;
 
 /// Why a message did not make it, with enough detail to tell whether the server saw it.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -16,13 +16,27 @@
 //! [`CONFORMANCE_CLIENT_METADATA_URL`], the URL the runner's `auth/basic-cimd` scenario expects
 //! (used only when the authorization server accepts metadata documents); else Dynamic Client
 //! Registration, kept per issuer for the run.
+//!
+//! Without a browser (the authorization extensions, [`crate::oauth::grant`]), from the context
+//! too: `private_key_pem` (with `client_id`): the client credentials grant with
+//! `private_key_jwt`; `valid_jwt`: the JWT bearer grant with that workload token (SEP-1933);
+//! `idp_id_token` (with `idp_token_endpoint`, `idp_client_id`, `client_id`,
+//! `client_secret`): enterprise-managed authorization (token exchange at the identity
+//! provider, then the JWT bearer grant); a `client_id` and `client_secret` for an
+//! authorization server that lists `client_credentials` and not `authorization_code` in
+//! `grant_types_supported`: the client credentials grant with its secret. A DPoP-bound token
+//! (the authorization server lists ES256 in `dpop_signing_alg_values_supported`) is set on
+//! the transport with its prover ([`HttpTransport::set_dpop`]). A refused grant ends the run:
+//! never retried, never another grant.
 
 use crate::client::handshake::HandshakeError;
 use crate::client::RpcError;
-use crate::oauth::flow::{self, SignInOptions};
+use crate::oauth::flow;
+use crate::oauth::grant::{self, ClientAuth, Grant, IdentityExchange, Target};
+use crate::oauth::jws::{DpopKey, SigningKey};
 use crate::oauth::{
-    Challenge, ClientRecord, ClientSource, ConfiguredClient, Fetcher, OAuthError, Sensitive,
-    TokenRecord, DEFAULT_REDIRECT_URI,
+    client, discovery, scope, Challenge, ClientRecord, ClientSource, ConfiguredClient, Discovery,
+    Fetcher, OAuthError, Sensitive, TokenRecord, DEFAULT_REDIRECT_URI,
 };
 use crate::store::settings::Secret;
 use crate::transport::http::HttpTransport;
@@ -109,11 +123,71 @@ pub fn configured_client(context: Option<&Value>) -> ConfiguredClient {
     }
 }
 
+/// A way to a token without a browser, from the scenario's context.
+#[derive(Debug, Clone)]
+pub enum Service {
+    /// The client credentials grant with the client's secret.
+    Secret {
+        client_id: String,
+        client_secret: Sensitive,
+    },
+    /// The client credentials grant with `private_key_jwt`.
+    PrivateKeyJwt { client_id: String, key: SigningKey },
+    /// The JWT bearer grant with a workload identity token.
+    Workload {
+        client_id: Option<String>,
+        token: Sensitive,
+    },
+    /// Enterprise-managed authorization: the ID token exchanged at the identity provider,
+    /// then the JWT bearer grant with the client's secret.
+    Enterprise {
+        idp_token_endpoint: String,
+        idp_client_id: Option<String>,
+        id_token: Sensitive,
+        client_id: String,
+        client_secret: Sensitive,
+    },
+}
+
+/// The service grant a scenario's context configures, if any; an unusable key is an error.
+pub fn service(context: Option<&Value>) -> Result<Option<Service>, String> {
+    let get = |k: &str| {
+        context
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(pem) = get("private_key_pem") {
+        let key = SigningKey::from_pem(&pem).map_err(|e| e.to_string())?;
+        let client_id = get("client_id").ok_or("private_key_pem comes without a client_id")?;
+        return Ok(Some(Service::PrivateKeyJwt { client_id, key }));
+    }
+    if let Some(jwt) = get("valid_jwt") {
+        return Ok(Some(Service::Workload {
+            client_id: get("client_id"),
+            token: Sensitive::new(jwt),
+        }));
+    }
+    if let Some(id_token) = get("idp_id_token") {
+        let need = |k: &str| get(k).ok_or_else(|| format!("idp_id_token comes without {k}"));
+        return Ok(Some(Service::Enterprise {
+            idp_token_endpoint: need("idp_token_endpoint")?,
+            idp_client_id: get("idp_client_id"),
+            id_token: Sensitive::new(id_token),
+            client_id: need("client_id")?,
+            client_secret: Sensitive::new(need("client_secret")?),
+        }));
+    }
+    Ok(None)
+}
+
 /// The sign-in state of one run.
 pub struct Auth {
     fetcher: Fetcher,
     server_url: String,
     configured: ConfiguredClient,
+    service: Option<Service>,
     clients: Vec<ClientRecord>,
     record: Option<TokenRecord>,
     sign_ins: u32,
@@ -125,12 +199,14 @@ impl Auth {
         fetcher: Fetcher,
         server_url: &str,
         configured: ConfiguredClient,
+        service: Option<Service>,
         transport: Arc<HttpTransport>,
     ) -> Auth {
         Auth {
             fetcher,
             server_url: server_url.to_owned(),
             configured,
+            service,
             clients: Vec::new(),
             record: None,
             sign_ins: 0,
@@ -206,9 +282,12 @@ impl Auth {
     }
 
     fn use_record(&mut self, r: TokenRecord) -> Result<(), String> {
-        self.transport
-            .set_bearer(Some(Secret::new(r.access_token.expose())))
-            .map_err(|e| e.to_string())?;
+        let token = Secret::new(r.access_token.expose());
+        match r.dpop_prover(&self.server_url) {
+            Some(prover) => self.transport.set_dpop(token, Arc::new(prover)),
+            None => self.transport.set_bearer(Some(token)),
+        }
+        .map_err(|e| e.to_string())?;
         self.record = Some(r);
         Ok(())
     }
@@ -233,18 +312,33 @@ impl Auth {
         challenge: Option<&Challenge>,
         step_up: &[String],
     ) -> Result<(), OAuthError> {
-        let (disc, pending) = flow::start(
+        let disc = discovery::discover(&self.fetcher, &self.server_url, challenge).await?;
+        let chosen = self.service.clone().or_else(|| self.secret_service(&disc));
+        if let Some(service) = chosen {
+            let record = self
+                .service_token(&disc, &service, challenge, step_up)
+                .await?;
+            return self
+                .use_record(record)
+                .map_err(|e| OAuthError::BadTokenResponse(e.to_string()));
+        }
+        let scopes = scope::select(
+            Some(step_up),
+            challenge.and_then(|c| c.scope.as_deref()),
+            disc.resource_metadata
+                .as_ref()
+                .and_then(|m| m.scopes_supported.as_deref()),
+            disc.auth_server.scopes_supported.as_deref(),
+        );
+        let client = client::obtain(
             &self.fetcher,
-            SignInOptions {
-                server_url: &self.server_url,
-                challenge,
-                configured: Some(&self.configured),
-                known_clients: &self.clients,
-                step_up,
-                redirect_uri: DEFAULT_REDIRECT_URI,
-            },
+            &disc.auth_server,
+            Some(&self.configured),
+            &self.clients,
+            DEFAULT_REDIRECT_URI,
         )
         .await?;
+        let pending = flow::begin(&disc, client, scopes)?;
         if pending.client.source == ClientSource::Registered
             && !self.clients.contains(&pending.client)
         {
@@ -277,6 +371,142 @@ impl Auth {
         ));
         self.use_record(record)
             .map_err(|e| OAuthError::BadTokenResponse(e.to_string()))
+    }
+
+    /// The client credentials grant with the configured secret, for an authorization server
+    /// that offers it and not the authorization code grant.
+    fn secret_service(&self, disc: &Discovery) -> Option<Service> {
+        let a = &disc.auth_server;
+        if !a.lists_grant(grant::GRANT_CLIENT_CREDENTIALS) || a.lists_grant("authorization_code") {
+            return None;
+        }
+        Some(Service::Secret {
+            client_id: self.configured.client_id.clone()?,
+            client_secret: self.configured.client_secret.clone()?,
+        })
+    }
+
+    /// A token without a browser.
+    async fn service_token(
+        &self,
+        disc: &Discovery,
+        service: &Service,
+        challenge: Option<&Challenge>,
+        step_up: &[String],
+    ) -> Result<TokenRecord, OAuthError> {
+        let scopes = scope::select(
+            Some(step_up),
+            challenge.and_then(|c| c.scope.as_deref()),
+            disc.resource_metadata
+                .as_ref()
+                .and_then(|m| m.scopes_supported.as_deref()),
+            None,
+        );
+        let target = Target {
+            server_url: &self.server_url,
+            issuer: &disc.auth_server.issuer,
+            token_endpoint: &disc.auth_server.token_endpoint,
+            resource: &disc.resource,
+            scopes: &scopes,
+        };
+        let dpop = if disc.auth_server.takes_dpop() {
+            Some(DpopKey::generate().map_err(|e| OAuthError::Key(e.to_string()))?)
+        } else {
+            None
+        };
+        let (client, grant) = match service {
+            Service::Secret {
+                client_id,
+                client_secret,
+            } => (
+                secret_auth(disc, client_id, client_secret),
+                Grant::ClientCredentials,
+            ),
+            Service::PrivateKeyJwt { client_id, key } => (
+                ClientAuth::PrivateKeyJwt {
+                    client_id: client_id.clone(),
+                    key: key.clone(),
+                },
+                Grant::ClientCredentials,
+            ),
+            Service::Workload { client_id, token } => (
+                ClientAuth::None {
+                    client_id: client_id.clone(),
+                },
+                Grant::JwtBearer {
+                    assertion: token.clone(),
+                },
+            ),
+            Service::Enterprise {
+                idp_token_endpoint,
+                idp_client_id,
+                id_token,
+                client_id,
+                client_secret,
+            } => {
+                let idp_client = ClientAuth::None {
+                    client_id: idp_client_id.clone(),
+                };
+                let assertion = grant::exchange_identity(
+                    &self.fetcher,
+                    IdentityExchange {
+                        idp_token_endpoint,
+                        idp_client: &idp_client,
+                        id_token,
+                    },
+                    &disc.auth_server.issuer,
+                    &disc.resource,
+                    &scopes,
+                )
+                .await?;
+                super::note("exchanged the ID token for an identity assertion");
+                (
+                    secret_auth(disc, client_id, client_secret),
+                    Grant::JwtBearer { assertion },
+                )
+            }
+        };
+        let record =
+            grant::request_token(&self.fetcher, target, &client, &grant, dpop.as_ref()).await?;
+        super::note(&format!(
+            "got a token with the {} grant ({}), {}",
+            grant.name(),
+            client_method(&client),
+            if record.dpop().is_some() {
+                "DPoP-bound"
+            } else {
+                "bearer"
+            }
+        ));
+        Ok(record)
+    }
+}
+
+/// `client_secret_basic` unless the authorization server lists only `client_secret_post`.
+fn secret_auth(disc: &Discovery, client_id: &str, secret: &Sensitive) -> ClientAuth {
+    match client::choose_auth_method(
+        disc.auth_server
+            .token_endpoint_auth_methods_supported
+            .as_deref(),
+        true,
+    ) {
+        crate::oauth::AuthMethod::ClientSecretPost => ClientAuth::Post {
+            client_id: client_id.to_owned(),
+            secret: secret.clone(),
+        },
+        _ => ClientAuth::Basic {
+            client_id: client_id.to_owned(),
+            secret: secret.clone(),
+        },
+    }
+}
+
+fn client_method(c: &ClientAuth) -> &'static str {
+    match c {
+        ClientAuth::None { .. } => "no client authentication",
+        ClientAuth::Basic { .. } => "client_secret_basic",
+        ClientAuth::Post { .. } => "client_secret_post",
+        ClientAuth::PrivateKeyJwt { .. } => "private_key_jwt",
     }
 }
 
@@ -314,6 +544,40 @@ mod tests {
             www_authenticate: None,
         };
         assert_eq!(of_handshake(&h), Some(Refusal::Unauthorized(None)));
+    }
+
+    #[test]
+    fn the_context_gives_a_grant_without_a_browser() {
+        assert!(service(None).unwrap().is_none());
+        assert!(service(Some(
+            &json!({"client_id": "a", "client_secret": "client-secret-value-3"})
+        ))
+        .unwrap()
+        .is_none());
+        let w = service(Some(
+            &json!({"client_id": "w", "valid_jwt": "workload-jwt-value-1"}),
+        ))
+        .unwrap();
+        assert!(matches!(
+            w,
+            Some(Service::Workload {
+                client_id: Some(_),
+                ..
+            })
+        ));
+        let e = service(Some(
+            &json!({"idp_id_token": "id-token-value-2", "idp_token_endpoint": "http://i/t",
+            "client_id": "c", "client_secret": "client-secret-value-3"}),
+        ))
+        .unwrap();
+        assert!(matches!(e, Some(Service::Enterprise { .. })));
+        let e = service(Some(
+            &json!({"idp_id_token": "id-token-value-2", "client_id": "c"}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("idp_token_endpoint"), "{e}");
+        let e = service(Some(&json!({"private_key_pem": "nope", "client_id": "c"}))).unwrap_err();
+        assert!(!e.contains("nope"), "{e}");
     }
 
     #[test]

@@ -217,7 +217,9 @@ pub fn render_show(name: &str, s: &Value) -> String {
             .unwrap_or("?")
             .replace('_', " ");
         for (k, v) in a {
-            if k != "state" && !v.is_null() && !v.is_object() && !v.is_array() {
+            // The default grant goes without saying; a grant without a browser is shown.
+            let default_grant = k == "grant" && v == "authorization_code";
+            if k != "state" && !default_grant && !v.is_null() && !v.is_object() && !v.is_array() {
                 let v = v
                     .as_str()
                     .map(str::to_owned)

@@ -89,14 +89,24 @@ impl Ctx {
 
     /// A request with the configured headers, the session id and (legacy era) the version.
     pub(super) fn request(&self, method: Method, session: Option<&str>) -> awc::ClientRequest {
-        let mut req = self.client.request(method, self.uri.clone());
+        let mut req = self.client.request(method.clone(), self.uri.clone());
         for (n, v) in &self.headers {
             req = req.insert_header((n.clone(), v.clone()));
         }
         if let Some(token) = self.shared.bearer() {
-            if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
+            let dpop = self.shared.dpop();
+            let scheme = if dpop.is_some() { "DPoP" } else { "Bearer" };
+            if let Ok(mut v) = HeaderValue::from_str(&format!("{scheme} {}", token.expose())) {
                 v.set_sensitive(true);
                 req = req.insert_header((AUTHORIZATION, v));
+            }
+            // A fresh proof per request (RFC 9449 §7.1), for its method, with the nonce.
+            let nonce = self.shared.dpop_nonce();
+            if let Some(proof) = dpop.and_then(|p| p(method.as_str(), nonce.as_deref())) {
+                if let Ok(mut v) = HeaderValue::from_str(&proof) {
+                    v.set_sensitive(true);
+                    req = req.insert_header((HeaderName::from_static("dpop"), v));
+                }
             }
         }
         if let Some(s) = session {

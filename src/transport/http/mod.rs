@@ -62,7 +62,7 @@ pub use resume::resume_wait;
 pub use session::mentions_invalid_session;
 
 use super::gate::RequestLimiter;
-use super::{InboundSink, Outbound, Transport, TransportError, TransportKind};
+use super::{DpopProver, InboundSink, Outbound, Transport, TransportError, TransportKind};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::jsonrpc::{RequestId, MAX_MESSAGE_BYTES};
 use crate::store::settings::Secret;
@@ -242,6 +242,11 @@ struct Shared {
     /// configured `Authorization` header; set and changed by the caller (a sign-in, a
     /// refresh) while the transport runs.
     bearer: Mutex<Option<Secret>>,
+    /// Set with a DPoP-bound token: the bearer goes as `Authorization: DPoP`, and every
+    /// request carries a proof made by this.
+    dpop: Mutex<Option<DpopProver>>,
+    /// The server's latest `DPoP-Nonce` (RFC 9449 §9), put in every later proof.
+    dpop_nonce: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -256,6 +261,33 @@ impl Shared {
     fn bearer(&self) -> Option<Secret> {
         self.bearer.lock().ok().and_then(|g| g.clone())
     }
+    fn dpop(&self) -> Option<DpopProver> {
+        self.dpop.lock().ok().and_then(|g| g.clone())
+    }
+    fn dpop_nonce(&self) -> Option<String> {
+        self.dpop_nonce.lock().ok().and_then(|g| g.clone())
+    }
+    /// Keep a response's `DPoP-Nonce` (only while a DPoP token is in use). Answers whether
+    /// it is a nonce the proofs did not carry yet.
+    fn keep_dpop_nonce(&self, headers: &awc::http::header::HeaderMap) -> bool {
+        if self.dpop().is_none() {
+            return false;
+        }
+        let Some(n) = headers
+            .get("dpop-nonce")
+            .and_then(|v| v.to_str().ok())
+            .filter(|n| usable_nonce(n))
+        else {
+            return false;
+        };
+        match self.dpop_nonce.lock() {
+            Ok(mut g) if g.as_deref() != Some(n) => {
+                *g = Some(n.to_owned());
+                true
+            }
+            _ => false,
+        }
+    }
     fn close_with(&self, reason: &str) {
         if let Ok(mut g) = self.closed_reason.lock() {
             if g.is_none() {
@@ -264,6 +296,26 @@ impl Shared {
         }
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// The most bytes of a `DPoP-Nonce` kept.
+const MAX_NONCE_BYTES: usize = 256;
+
+/// A nonce fit to be sent back in a proof: at most [`MAX_NONCE_BYTES`] of visible ASCII
+/// without `"` or backslash (RFC 9449 §8.1's `NQCHAR`).
+fn usable_nonce(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_NONCE_BYTES
+        && n.bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// Whether a 401's `WWW-Authenticate` asks for a DPoP nonce (RFC 9449 §9).
+fn asks_for_dpop_nonce(headers: &awc::http::header::HeaderMap) -> bool {
+    headers
+        .get_all(awc::http::header::WWW_AUTHENTICATE)
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("use_dpop_nonce"))
 }
 
 /// The handle the client core holds.
@@ -333,6 +385,8 @@ impl HttpTransport {
             listen: Mutex::new(ListenState::NotOpened),
             stats,
             bearer: Mutex::new(None),
+            dpop: Mutex::new(None),
+            dpop_nonce: Mutex::new(None),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let (done_tx, done) = watch::channel(false);
@@ -370,8 +424,25 @@ impl HttpTransport {
                 TransportError::Connect("the access token is not a valid HTTP header value".into())
             })?;
         }
+        if let Ok(mut g) = self.shared.dpop.lock() {
+            *g = None;
+        }
         if let Ok(mut g) = self.shared.bearer.lock() {
             *g = token;
+        }
+        Ok(())
+    }
+
+    /// A DPoP-bound access token (RFC 9449 §7): every later request carries
+    /// `Authorization: DPoP <token>` and a fresh `DPoP` proof made by `prover` for its method
+    /// (with the server's latest `DPoP-Nonce`). A POST refused with 401 and
+    /// `WWW-Authenticate: DPoP error="use_dpop_nonce"` and a new `DPoP-Nonce` is sent once
+    /// more with that nonce: the server refused it unrun. [`set_bearer`](Self::set_bearer)
+    /// goes back to a bearer token.
+    pub fn set_dpop(&self, token: Secret, prover: DpopProver) -> Result<(), TransportError> {
+        self.set_bearer(Some(token))?;
+        if let Ok(mut g) = self.shared.dpop.lock() {
+            *g = Some(prover);
         }
         Ok(())
     }
@@ -438,6 +509,10 @@ impl Transport for HttpTransport {
 
     fn set_bearer(&self, token: Option<Secret>) -> Result<(), TransportError> {
         HttpTransport::set_bearer(self, token)
+    }
+
+    fn set_dpop(&self, token: Secret, prover: DpopProver) -> Result<(), TransportError> {
+        HttpTransport::set_dpop(self, token, prover)
     }
 
     fn send(&self, msg: Outbound) -> Result<(), TransportError> {

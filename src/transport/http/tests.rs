@@ -1361,3 +1361,76 @@ async fn server_text_in_errors_has_no_control_characters_and_is_short() {
     request(&t, 3, "batch of junk");
     clean(&expect_lost(next(&mut rx).await, 3).to_string());
 }
+
+#[actix_rt::test]
+async fn a_dpop_token_goes_with_a_proof_per_request_and_a_nonce_challenge_is_answered_once() {
+    // tools/list (id 2) is refused until its proof carries the nonce; id 3 always.
+    let (url, log) = serve(session_server(|r, _| {
+        let id = r.json()["id"].as_i64();
+        let nonce_in_proof = r.header("dpop").is_some_and(|p| p.ends_with(":n-1"));
+        let refuse = (id == Some(2) && !nonce_in_proof) || id == Some(3);
+        refuse.then(|| {
+            let mut rep = json_reply(401, json!({"error": "use_dpop_nonce"}));
+            rep.headers.push((
+                "www-authenticate".into(),
+                r#"DPoP error="use_dpop_nonce""#.into(),
+            ));
+            let n = if id == Some(2) { "n-1" } else { "n-2" };
+            rep.headers.push(("dpop-nonce".into(), n.into()));
+            rep
+        })
+    }))
+    .await;
+    let (t, mut rx) = start(&url, fast(), Vec::new());
+    let prover: DpopProver = Arc::new(|method: &str, nonce: Option<&str>| {
+        Some(format!("proof:{method}:{}", nonce.unwrap_or("-")))
+    });
+    t.set_dpop(Secret::new("dpop-token-1"), prover).unwrap();
+    request(&t, 1, "initialize");
+    expect_result(next(&mut rx).await, 1);
+    request(&t, 2, "tools/list");
+    expect_result(next(&mut rx).await, 2);
+    // A second challenge with a new nonce is answered once more, then the 401 stands.
+    request(&t, 3, "tools/list");
+    match next(&mut rx).await {
+        Inbound::Lost { error, .. } => {
+            assert!(
+                matches!(error, TransportError::Status { status: 401, .. }),
+                "{error:?}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let reqs = log.reqs();
+    let posts: Vec<&Req> = reqs.iter().filter(|r| r.method == "POST").collect();
+    assert_eq!(posts[0].header("authorization"), Some("DPoP dpop-token-1"));
+    assert_eq!(posts[0].header("dpop"), Some("proof:POST:-"));
+    // id 2: refused without the nonce, sent once more with it.
+    assert_eq!(posts[1].header("dpop"), Some("proof:POST:-"));
+    assert_eq!(posts[2].header("dpop"), Some("proof:POST:n-1"));
+    // id 3: the kept nonce, then once with the new one, and no third try.
+    assert_eq!(posts[3].header("dpop"), Some("proof:POST:n-1"));
+    assert_eq!(posts[4].header("dpop"), Some("proof:POST:n-2"));
+    assert_eq!(posts.len(), 5);
+    // Back to a bearer token: no proof.
+    t.set_bearer(Some(Secret::new("plain-2"))).unwrap();
+    request(&t, 4, "tools/list");
+    expect_result(next(&mut rx).await, 4);
+    let last = log
+        .reqs()
+        .into_iter()
+        .rfind(|r| r.method == "POST")
+        .unwrap();
+    assert_eq!(last.header("authorization"), Some("Bearer plain-2"));
+    assert_eq!(last.header("dpop"), None);
+}
+
+#[test]
+fn a_dpop_nonce_is_kept_only_within_its_bound() {
+    assert!(usable_nonce("n-1_ok~"));
+    assert!(usable_nonce(&"a".repeat(MAX_NONCE_BYTES)));
+    assert!(!usable_nonce(&"a".repeat(MAX_NONCE_BYTES + 1)));
+    for bad in ["", "a b", "a\"b", "a\\b", "a\u{7f}", "é"] {
+        assert!(!usable_nonce(bad), "{bad:?}");
+    }
+}
