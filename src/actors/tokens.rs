@@ -100,7 +100,11 @@ fn grant_usable(rec: &TokenRecord, granted_at: Option<u64>, now: u64) -> bool {
         return true;
     }
     match (granted_at, rec.expires_at) {
-        (Some(g), Some(e)) => now < g.saturating_add(e.saturating_sub(g) / 2),
+        // Only a token whose whole life is within the margin: a longer one is renewed a
+        // minute before its expiry, like a refreshed one.
+        (Some(g), Some(e)) if e.saturating_sub(g) <= crate::oauth::record::REFRESH_MARGIN_SECS => {
+            now < g.saturating_add(e.saturating_sub(g) / 2)
+        }
         _ => false,
     }
 }
@@ -612,6 +616,11 @@ mod tests {
         rec.expires_at = Some(5000);
         assert!(grant_usable(&rec, None, 4900));
         assert!(!grant_usable(&rec, None, 4950));
+        // 70 s granted by this daemon: renewed a minute before its expiry (after 10 s), not
+        // kept for half its life.
+        rec.expires_at = Some(1070);
+        assert!(grant_usable(&rec, Some(1000), 1009));
+        assert!(!grant_usable(&rec, Some(1000), 1011));
     }
 
     #[actix_rt::test]

@@ -295,17 +295,28 @@ pub fn parse_auth_server_metadata(
             None => Ok(None),
         }
     };
-    let authorization_endpoint = endpoint("authorization_endpoint", true)?.unwrap_or_default();
+    // RFC 8414 §2: `authorization_endpoint` is required unless no grant type the server
+    // supports uses it; `grant_types_supported` defaults to authorization_code and implicit.
+    // A server that lists only grants without a browser (client credentials, JWT bearer)
+    // needs neither it nor PKCE; a sign-in with it is refused (`flow::begin`).
+    let grants = strings(doc.get("grant_types_supported"));
+    let code_flow = grants.as_ref().is_none_or(|g| {
+        g.iter()
+            .any(|g| g == "authorization_code" || g == "implicit")
+    });
+    let authorization_endpoint = endpoint("authorization_endpoint", code_flow)?.unwrap_or_default();
     let token_endpoint = endpoint("token_endpoint", true)?.unwrap_or_default();
     let registration_endpoint = endpoint("registration_endpoint", false)?;
     let methods = strings(doc.get("code_challenge_methods_supported")).unwrap_or_default();
-    if !methods.iter().any(|m| m == "S256") {
+    if code_flow && !methods.iter().any(|m| m == "S256") {
         return Err(OAuthError::NoS256 {
             issuer: issuer.to_owned(),
         });
     }
     check_https("issuer", issuer, server)?;
-    check_https("authorization_endpoint", &authorization_endpoint, server)?;
+    if !authorization_endpoint.is_empty() {
+        check_https("authorization_endpoint", &authorization_endpoint, server)?;
+    }
     check_https("token_endpoint", &token_endpoint, server)?;
     if let Some(r) = &registration_endpoint {
         check_https("registration_endpoint", r, server)?;
@@ -628,6 +639,21 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(e, OAuthError::NoS256 { .. }), "{e}");
         }
+        // A server that lists only grants without a browser needs neither PKCE nor an
+        // authorization endpoint (RFC 8414 §2).
+        let mut doc = as_doc("https://as.example.com");
+        let m = doc.as_object_mut().unwrap();
+        m.remove("code_challenge_methods_supported");
+        m.remove("authorization_endpoint");
+        doc["grant_types_supported"] = json!(["client_credentials"]);
+        let md =
+            parse_auth_server_metadata(&at, &doc, Some("https://as.example.com"), &server).unwrap();
+        assert_eq!(md.authorization_endpoint, "");
+        // Listing the code grant, it needs both again.
+        doc["grant_types_supported"] = json!(["client_credentials", "authorization_code"]);
+        assert!(
+            parse_auth_server_metadata(&at, &doc, Some("https://as.example.com"), &server).is_err()
+        );
     }
 
     #[test]

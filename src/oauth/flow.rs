@@ -101,6 +101,21 @@ pub fn begin(
     scopes: Vec<String>,
 ) -> Result<PendingSignIn, OAuthError> {
     let endpoint = &disc.auth_server.authorization_endpoint;
+    if endpoint.is_empty()
+        || !disc
+            .auth_server
+            .code_challenge_methods_supported
+            .iter()
+            .any(|m| m == "S256")
+    {
+        return Err(OAuthError::BadDocument {
+            url: disc.auth_server.issuer.clone(),
+            reason: "this authorization server offers no sign-in in a browser (its grant_types_supported \
+                     lists no authorization_code): configure a client_credentials or jwt_bearer \
+                     grant in secrets.<server>.oauth_client"
+                .into(),
+        });
+    }
     let mut url = Url::parse(endpoint).map_err(|e| OAuthError::BadDocument {
         url: shown_str(endpoint),
         reason: format!("the authorization endpoint is not a URL ({e})"),
