@@ -61,19 +61,7 @@ struct Api<'a> {
 
 impl Api<'_> {
     fn req(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let r = self
-            .d
-            .request(method, path)
-            .timeout(Duration::from_secs(120));
-        let r = match body {
-            Some(b) => r.send_json(b),
-            None => r.call(),
-        };
-        let (st, text) = match r {
-            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
-            Err(ureq::Error::Status(st, r)) => (st, r.into_string().unwrap_or_default()),
-            Err(e) => panic!("{method} {path}: {e}"),
-        };
+        let (st, text) = self.d.text(method, path, body);
         self.seen.borrow_mut().push_str(&text);
         (st, serde_json::from_str(&text).unwrap_or(Value::Null))
     }

@@ -636,13 +636,13 @@ fn creds_json_is_0600_when_the_daemon_creates_it_under_a_permissive_umask() {
     assert_eq!(m & 0o022, 0, "extensions.json is writable by others: {m:o}");
 }
 
-#[test]
-fn settings_events_say_when_to_read_the_settings_again() {
+/// The lines of `GET /settings/mcp/events` (a text/event-stream), read on a thread of their
+/// own for at most `timeout`.
+fn event_lines(d: &Daemon, timeout: Duration) -> std::sync::mpsc::Receiver<String> {
     use std::io::BufRead;
-    let d = empty_daemon();
     let resp = d
         .request("GET", "/settings/mcp/events")
-        .timeout(Duration::from_secs(30))
+        .timeout(timeout)
         .call()
         .unwrap();
     assert_eq!(resp.content_type(), "text/event-stream");
@@ -655,6 +655,13 @@ fn settings_events_say_when_to_read_the_settings_again() {
             }
         }
     });
+    rx
+}
+
+#[test]
+fn settings_events_say_when_to_read_the_settings_again() {
+    let d = empty_daemon();
+    let rx = event_lines(&d, Duration::from_secs(30));
     let next_event = || loop {
         let line = rx
             .recv_timeout(Duration::from_secs(10))
@@ -711,25 +718,11 @@ fn the_live_sessions_are_listed_without_counting_as_activity() {
 /// shows a server connecting, connected or closed without polling.
 #[test]
 fn connection_states_are_told_as_servers_events() {
-    use std::io::BufRead;
     let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": {
         "everything": {"type": "stdio", "command": "node", "args": [everything_js()]},
         "broken": {"type": "stdio", "command": "/nonexistent/albedo-test-server"}
     }}}));
-    let resp = d
-        .request("GET", "/settings/mcp/events")
-        .timeout(Duration::from_secs(60))
-        .call()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(resp.into_reader()).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = event_lines(&d, Duration::from_secs(60));
     // The `servers` events' data, read until one named `everything` came and `until` holds
     // for the settings view.
     let servers_events_until = |what: &str, until: &dyn Fn(&Value) -> bool| {

@@ -161,6 +161,21 @@ impl Daemon {
             .set("Authorization", &self.bearer())
     }
 
+    /// Any request (a JSON body or none), within 120 s: its status and the answer's text as
+    /// sent (for tests that look for secrets in every answer).
+    pub fn text(&self, method: &str, path: &str, body: Option<Value>) -> (u16, String) {
+        let r = self.request(method, path).timeout(Duration::from_secs(120));
+        let r = match body {
+            Some(b) => r.send_json(b),
+            None => r.call(),
+        };
+        match r {
+            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(st, r)) => (st, r.into_string().unwrap_or_default()),
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.home.path().join("daemon.log")).unwrap_or_default()
     }
