@@ -637,9 +637,7 @@ async fn put_session_extension(
     let s = session(&state, &path)?;
     let reload = Reload {
         choice: Some(Some(body.enabled)),
-        default_enabled: None,
         reread: true,
-        server: None,
         ..Reload::default()
     };
     reload_then_view(&s, reload, "preparation_failed").await

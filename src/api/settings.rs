@@ -710,11 +710,7 @@ async fn put_default(
     let (before, after) = web::block(move || {
         let before = digest_on_disk(&home);
         let mut ext = ExtensionsFile::load(&home)?;
-        if editor {
-            ext.set_editor_mcp_enabled(on);
-        } else {
-            ext.set_mcp_enabled(on);
-        }
+        ext.set_enabled(extension, on);
         ext.save(&home)?;
         Ok::<_, SettingsError>((before, digest(Some(&ext.to_bytes()))))
     })
@@ -731,20 +727,13 @@ async fn put_default(
         .read()
         .map(|s| s.values().cloned().collect())
         .unwrap_or_default();
-    let results = futures_util::future::join_all(sessions.iter().map(|s| {
-        s.addr.send(if editor {
-            Reload {
-                editor_default: Some(on),
-                ..Reload::default()
-            }
-        } else {
-            Reload {
-                default_enabled: Some(on),
-                ..Reload::default()
-            }
-        })
-    }))
-    .await;
+    let reload = || Reload {
+        default_enabled: (!editor).then_some(on),
+        editor_default: editor.then_some(on),
+        ..Reload::default()
+    };
+    let results =
+        futures_util::future::join_all(sessions.iter().map(|s| s.addr.send(reload()))).await;
     let errors: Vec<String> = results
         .into_iter()
         .filter_map(|r| match r {

@@ -63,18 +63,6 @@ impl ResultText {
         self.raw.get()
     }
 
-    pub fn len(&self) -> usize {
-        self.get().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.get().is_empty()
-    }
-
-    pub fn raw(&self) -> &RawValue {
-        &self.raw
-    }
-
     /// The text as bytes for an answer: handed over without a copy when this is its only
     /// holder.
     pub fn into_bytes(self) -> bytes::Bytes {

@@ -251,13 +251,9 @@ impl ExtensionsFile {
         self.set_enabled("mcp", on);
     }
 
-    /// The `editor-mcp` extension's default for every session.
-    pub fn set_editor_mcp_enabled(&mut self, on: bool) {
-        self.set_enabled(crate::editor::EXTENSION, on);
-    }
-
+    /// An extension's default for every session (`mcp`, `editor-mcp`):
     /// `"enabled": {<extension>: on}`, the rest of the file kept as it was.
-    fn set_enabled(&mut self, extension: &str, on: bool) {
+    pub fn set_enabled(&mut self, extension: &str, on: bool) {
         let enabled = self
             .raw
             .entry("enabled")
