@@ -170,7 +170,8 @@ enum ProbeEntry {
 }
 
 /// `Ok` when the server answered (its catalogue is saved), else why not.
-type ProbeResult = Result<(), String>;
+/// A probe's result: up, or why not and whether it asked for a sign-in.
+type ProbeResult = Result<(), (String, bool)>;
 
 /// What a session's probe of one server should do.
 enum ProbeTurn {
@@ -429,8 +430,8 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
         if only.is_some() {
             match probes.turn(&r.fingerprint, window).await {
                 ProbeTurn::Dial(tx) => probe = Some(tx),
-                ProbeTurn::Known(Err(reason)) => {
-                    servers.push(left_out(&r, &reason, &mut warnings));
+                ProbeTurn::Known(Err((reason, needs_sign_in))) => {
+                    servers.push(left_out(&r, &reason, needs_sign_in, &mut warnings));
                     continue;
                 }
                 // Another session's probe found it up and saved its catalogue: start this
@@ -484,7 +485,10 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             Err(_) => {}
         }
         if let Some(tx) = probe {
-            let r2 = outcome.as_ref().map(|_| ()).map_err(|e| e.to_string());
+            let r2 = outcome
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| (e.to_string(), e.needs_sign_in()));
             probes.record(&r.fingerprint, tx, r2);
         }
         match outcome {
@@ -506,7 +510,12 @@ async fn prepare(env: Env, ask: Ask) -> Result<Prepared, PrepareError> {
             }
             Err(e) => {
                 conn.close();
-                servers.push(left_out(&r, &e.to_string(), &mut warnings));
+                servers.push(left_out(
+                    &r,
+                    &e.to_string(),
+                    e.needs_sign_in(),
+                    &mut warnings,
+                ));
             }
         }
     }
@@ -585,7 +594,7 @@ async fn prepare_editor(
             }),
             Err(e) => {
                 conn.close();
-                servers.push(left_out(&r, &e.to_string(), warnings));
+                servers.push(left_out(&r, &e.to_string(), e.needs_sign_in(), warnings));
             }
         }
     }
@@ -617,17 +626,19 @@ pub fn plain_http_warning(r: &settings::ResolvedServer) -> Option<String> {
     ))
 }
 
-/// A server that could not start, initialize or be discovered: left out with a warning.
+/// A server that could not start, initialize or be discovered: left out with a warning;
+/// `needs_sign_in` when it refused albedo's credentials (or albedo has none it may send: a
+/// refused refresh or grant).
 fn left_out(
     r: &settings::ResolvedServer,
     reason: &str,
+    needs_sign_in: bool,
     warnings: &mut Vec<String>,
 ) -> PreparedServer {
-    let needs_auth = reason.contains("sign in");
     let w = format!("MCP server {:?} was left out: {reason}", r.config.name);
     tracing::warn!("{w}");
     warnings.push(w.clone());
-    let state = if needs_auth {
+    let state = if needs_sign_in {
         ServerState::NeedsSignIn
     } else {
         ServerState::LeftOut
