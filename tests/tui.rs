@@ -435,11 +435,15 @@ fn the_extensions_view_picks_a_live_session_without_session_given() {
     if !have_tmux() {
         return;
     }
+    // Its tools all deferred behind mcp__search: the selected server says how many.
+    let mut everything = everything_stdio();
+    everything["deferTools"] = json!("always");
     let d = Daemon::start(json!({"enabled": {"mcp": true},
-                                 "mcp": {"servers": {"everything": everything_stdio()}}}));
+                                 "mcp": {"servers": {"everything": everything}}}));
     let (id, _) = d.session(json!({}));
     let ui = Tui::start(&d.albedo_home(), Some(&d), &[]);
     ui.wait_for("everything");
+    ui.wait_for("13 deferred behind mcp__search");
     ui.keys(&["x"]);
     ui.wait_for("s: pick a live session");
     // s picks the one live session; enter changes it alone.

@@ -38,7 +38,8 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
     let home = tempfile::tempdir().unwrap();
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": {
-        "off": {"type": "stdio", "command": "node", "args": [everything_js(), "stdio"], "enabled": false}}}});
+        "off": {"type": "stdio", "command": "node", "args": [everything_js(), "stdio"], "enabled": false},
+        "dfr": {"type": "stdio", "command": "node", "args": [everything_js(), "stdio"], "deferTools": "always"}}}});
     std::fs::write(home.path().join("extensions.json"), ext.to_string()).unwrap();
     let d = Daemon::start_in(home, &[]);
     let (st, v) = d.post("/login/once", json!(null));
@@ -68,6 +69,8 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
 
     // Listed, live from the events.
     assert!(s(&r, "listed").contains("stdio"), "{r}");
+    // The tools a server defers behind mcp__search are counted on its card (issue 21).
+    assert!(s(&r, "deferred").contains("13 deferred"), "{r}");
 
     // Added by the keyboard: the transport switched with an arrow key, the focus order of the
     // stdio form, the name suggested then typed, the env value masked.

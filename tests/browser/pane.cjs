@@ -127,6 +127,8 @@ function creds(home) {
     // A session holds the servers, so they show as connected.
     await click("#open");
     await waitText("#session-id", (t) => t && t.startsWith("session "), "a session opened");
+    // A server whose tools are all deferred (deferTools "always"): its card says how many.
+    out.steps.deferred = await waitText(card("dfr"), (t) => t && / deferred/.test(t), "the deferred count is shown");
 
     step = "add a stdio server with a typed command line";
     await click("#add-server");
