@@ -155,6 +155,20 @@ fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurren
     assert_eq!(st, 409, "{v}");
     assert_eq!(v["error"]["code"], "no_sign_in", "{v}");
     assert_eq!(count(&peer, "authorize"), 0, "no browser grant was tried");
+    // The authorization server lists no authorization endpoint (client credentials only): a
+    // server saved without a grant of its own cannot be signed in to in a browser, and is
+    // told why.
+    let (st, v) = api.patch(json!({"servers": {"plain": {"type": "http", "url": peer.url}}}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["tested"]["plain"]["state"], "needs_sign_in", "{v}");
+    let (st, v) = api.req("PUT", "/auth/logins/mcp:plain", Some(json!({})));
+    assert!(st >= 400, "{st} {v}");
+    let said = v.to_string();
+    assert!(
+        said.contains("no sign-in in a browser") && said.contains("client_credentials"),
+        "{v}"
+    );
+    assert_eq!(count(&peer, "authorize"), 0, "no browser grant was tried");
     if at.elapsed() < Duration::from_secs(9) {
         // One for the strict save's trial (creds.json did not hold the server yet), one for
         // the sessions, whatever their number.
@@ -365,7 +379,14 @@ fn a_workload_token_file_is_exchanged_with_the_jwt_bearer_grant_and_read_on_each
 #[test]
 fn a_dpop_bound_token_goes_with_a_fresh_proof_on_every_request_and_nonces_are_honoured() {
     // The authorization server and the MCP endpoint both demand DPoP and a nonce.
-    let peer = peer(&["--dpop", "--dpop-nonce", "nonce-from-the-server"]);
+    // Tokens live 4 s, so that one is renewed while the test runs.
+    let peer = peer(&[
+        "--dpop",
+        "--dpop-nonce",
+        "nonce-from-the-server",
+        "--token-ttl",
+        "4",
+    ]);
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
     let api = Api {
         d: &d,
@@ -382,6 +403,21 @@ fn a_dpop_bound_token_goes_with_a_fresh_proof_on_every_request_and_nonces_are_ho
     assert!(
         count(&peer, "as_nonce") >= 1,
         "the token endpoint's nonce was asked for"
+    );
+    // A renewal (past half the 4 s life) starts with the token endpoint's nonce it was given:
+    // no second challenge.
+    let challenged = count(&peer, "as_nonce");
+    let grants = count(&peer, "grants");
+    assert!(wait_until(Duration::from_secs(20), || {
+        let (st, v) = api.call(&id, json!({"message": "again"}));
+        assert_eq!(st, 200, "{v}\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(200));
+        count(&peer, "grants") > grants
+    }));
+    assert_eq!(
+        count(&peer, "as_nonce"),
+        challenged,
+        "the renewal did not use the remembered nonce"
     );
     assert!(
         count(&peer, "rs_nonce") >= 1,

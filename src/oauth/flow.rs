@@ -74,6 +74,7 @@ pub async fn start(
     opts: SignInOptions<'_>,
 ) -> Result<(Discovery, PendingSignIn), OAuthError> {
     let disc = discovery::discover(fetcher, opts.server_url, opts.challenge).await?;
+    browser_sign_in_offered(&disc)?;
     let scopes = scope::select(
         Some(opts.step_up),
         opts.challenge.and_then(|c| c.scope.as_deref()),
@@ -94,28 +95,37 @@ pub async fn start(
     Ok((disc, pending))
 }
 
+/// Whether the authorization server offers a sign-in in a browser at all (an authorization
+/// endpoint with PKCE S256); one that allows only grants without a browser says so before a
+/// client is looked for.
+fn browser_sign_in_offered(disc: &Discovery) -> Result<(), OAuthError> {
+    let offered = !disc.auth_server.authorization_endpoint.is_empty()
+        && disc
+            .auth_server
+            .code_challenge_methods_supported
+            .iter()
+            .any(|m| m == "S256");
+    if offered {
+        return Ok(());
+    }
+    Err(OAuthError::BadDocument {
+        url: disc.auth_server.issuer.clone(),
+        reason:
+            "this authorization server offers no sign-in in a browser (its grant_types_supported \
+                 lists no authorization_code): configure a client_credentials or jwt_bearer \
+                 grant in secrets.<server>.oauth_client"
+                .into(),
+    })
+}
+
 /// The authorization URL for a discovered server, a client and the scopes.
 pub fn begin(
     disc: &Discovery,
     client: ClientRecord,
     scopes: Vec<String>,
 ) -> Result<PendingSignIn, OAuthError> {
+    browser_sign_in_offered(disc)?;
     let endpoint = &disc.auth_server.authorization_endpoint;
-    if endpoint.is_empty()
-        || !disc
-            .auth_server
-            .code_challenge_methods_supported
-            .iter()
-            .any(|m| m == "S256")
-    {
-        return Err(OAuthError::BadDocument {
-            url: disc.auth_server.issuer.clone(),
-            reason: "this authorization server offers no sign-in in a browser (its grant_types_supported \
-                     lists no authorization_code): configure a client_credentials or jwt_bearer \
-                     grant in secrets.<server>.oauth_client"
-                .into(),
-        });
-    }
     let mut url = Url::parse(endpoint).map_err(|e| OAuthError::BadDocument {
         url: shown_str(endpoint),
         reason: format!("the authorization endpoint is not a URL ({e})"),

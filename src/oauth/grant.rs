@@ -21,6 +21,7 @@ use super::jws::{DpopKey, SigningKey};
 use super::record::TokenRecord;
 use super::{now_secs, scope, server_text, OAuthError, Sensitive};
 use serde_json::Value;
+use std::collections::HashMap;
 use url::Url;
 
 pub const GRANT_CLIENT_CREDENTIALS: &str = "client_credentials";
@@ -170,9 +171,36 @@ pub(crate) fn refusal(reply: &Reply, secrets: &[&Sensitive]) -> (String, Option<
     (error, description)
 }
 
-/// POST a token request, with a DPoP proof when `dpop` is given; a 400 (or 401)
-/// `use_dpop_nonce` that brings a `DPoP-Nonce` is answered by sending it once more with a
-/// proof carrying that nonce (RFC 9449 §8). Any other answer is the caller's.
+/// The most token endpoints whose latest `DPoP-Nonce` is remembered (RFC 9449 §8: a client
+/// uses the nonce it was given until the server gives another). Past it the memory is
+/// emptied and starts again; a forgotten nonce costs one `use_dpop_nonce` round trip.
+pub const MAX_REMEMBERED_AS_NONCES: usize = 64;
+
+/// The latest `DPoP-Nonce` of each token endpoint, kept in memory for the process's life.
+static AS_NONCES: std::sync::Mutex<Option<HashMap<String, String>>> = std::sync::Mutex::new(None);
+
+fn remembered_nonce(endpoint: &str) -> Option<String> {
+    AS_NONCES
+        .lock()
+        .ok()
+        .and_then(|g| g.as_ref().and_then(|m| m.get(endpoint).cloned()))
+}
+
+fn remember_nonce(endpoint: &str, nonce: &str) {
+    if let Ok(mut g) = AS_NONCES.lock() {
+        let m = g.get_or_insert_with(HashMap::new);
+        if m.len() >= MAX_REMEMBERED_AS_NONCES && !m.contains_key(endpoint) {
+            m.clear();
+        }
+        m.insert(endpoint.to_owned(), nonce.to_owned());
+    }
+}
+
+/// POST a token request, with a DPoP proof when `dpop` is given. The proof carries the
+/// endpoint's latest `DPoP-Nonce` when one was given before (remembered per endpoint, see
+/// [`MAX_REMEMBERED_AS_NONCES`]); a 400 (or 401) `use_dpop_nonce` that brings a new
+/// `DPoP-Nonce` is answered by sending it once more with a proof carrying that nonce
+/// (RFC 9449 §8). Any other answer is the caller's.
 pub(crate) async fn post_token(
     fetcher: &Fetcher,
     url: &Url,
@@ -183,19 +211,28 @@ pub(crate) async fn post_token(
     let Some(key) = dpop else {
         return fetcher.post_form(url, form, basic).await;
     };
+    let endpoint = url.as_str();
     let proof = |nonce: Option<&str>| {
-        key.proof("POST", url.as_str(), None, nonce, now_secs())
+        key.proof("POST", endpoint, None, nonce, now_secs())
             .map_err(|e| OAuthError::Key(e.to_string()))
     };
+    let used = remembered_nonce(endpoint);
     let reply = fetcher
-        .post_form_with_proof(url, form, basic, Some(&proof(None)?))
+        .post_form_with_proof(url, form, basic, Some(&proof(used.as_deref())?))
         .await?;
+    if let Some(n) = &reply.dpop_nonce {
+        remember_nonce(endpoint, n);
+    }
     match (&reply.dpop_nonce, asks_for_nonce(&reply)) {
-        (Some(nonce), true) => {
+        (Some(nonce), true) if used.as_deref() != Some(nonce.as_str()) => {
             let again = proof(Some(nonce))?;
-            fetcher
+            let reply = fetcher
                 .post_form_with_proof(url, form, basic, Some(&again))
-                .await
+                .await?;
+            if let Some(n) = &reply.dpop_nonce {
+                remember_nonce(endpoint, n);
+            }
+            Ok(reply)
         }
         _ => Ok(reply),
     }
@@ -362,6 +399,20 @@ mod tests {
             body: bytes::Bytes::from(body.to_owned()),
             shown: "https://as.example.com/token".into(),
             dpop_nonce: nonce.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_token_endpoints_nonce_is_remembered_within_the_bound() {
+        let a = "https://as-remember.example.com/token";
+        assert_eq!(remembered_nonce(a), None);
+        remember_nonce(a, "n-1");
+        remember_nonce(a, "n-2");
+        assert_eq!(remembered_nonce(a).as_deref(), Some("n-2"));
+        for i in 0..MAX_REMEMBERED_AS_NONCES + 3 {
+            remember_nonce(&format!("https://as-{i}.example.com/token"), "n");
+            let held = AS_NONCES.lock().unwrap().as_ref().map_or(0, HashMap::len);
+            assert!(held <= MAX_REMEMBERED_AS_NONCES, "{held}");
         }
     }
 

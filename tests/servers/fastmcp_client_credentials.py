@@ -7,9 +7,13 @@ FastMCP 4.2.3 serves the MCP endpoint (Streamable HTTP at http://127.0.0.1:PORT/
 server, and its bearer check answers 401 with `WWW-Authenticate: Bearer ... resource_metadata=`
 without a valid token); two custom routes are the authorization server:
     /.well-known/oauth-authorization-server   RFC 8414 metadata: grant_types_supported is
-                                              ["client_credentials"] (an authorization_endpoint
-                                              is listed, as albedo's discovery requires, and
-                                              refuses every request: no browser grant here)
+                                              ["client_credentials"] (and the JWT bearer grant
+                                              with the flags below); no authorization_endpoint,
+                                              no code_challenge_methods_supported and no
+                                              response types, as RFC 8414 section 2 allows a
+                                              server no grant of which uses the authorization
+                                              endpoint (/authorize still answers, and counts,
+                                              any request that tries a browser grant anyway)
     /token   client_credentials only (any other grant: 400 unsupported_grant_type; see
              --jwt-bearer-file), the client
              authenticated with client_secret_basic or client_secret_post; a client named by
@@ -246,7 +250,6 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
         return JSONResponse(
             {
                 "issuer": base,
-                "authorization_endpoint": f"{base}/authorize",
                 "token_endpoint": f"{base}/token",
                 "grant_types_supported": ["client_credentials"]
                 + (
@@ -259,8 +262,7 @@ def build(base: str, args, rec: Record) -> tuple[FastMCP, Tokens]:
                     "client_secret_post",
                 ]
                 + (["private_key_jwt"] if args.client_public_key else []),
-                "response_types_supported": ["code"],
-                "code_challenge_methods_supported": ["S256"],
+                "response_types_supported": [],
                 **({"dpop_signing_alg_values_supported": ["ES256"]} if args.dpop else {}),
             }
         )

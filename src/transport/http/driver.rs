@@ -118,6 +118,32 @@ impl Ctx {
         req
     }
 
+    /// Send a request made by `send` (POST, GET or DELETE). Under a DPoP token (RFC 9449 §9)
+    /// a `DPoP-Nonce` the server gives is used from then on, and a 401 that asks for one
+    /// (`use_dpop_nonce`) with a nonce the proof did not carry refused the request unrun: it is
+    /// made and sent once more, with that nonce.
+    pub(super) async fn send_dpop<F, Fut, S, E>(&self, send: F) -> Result<awc::ClientResponse<S>, E>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<awc::ClientResponse<S>, E>>,
+    {
+        let res = send().await;
+        if let Ok(resp) = &res {
+            let fresh = self.shared.keep_dpop_nonce(resp.headers());
+            if fresh
+                && resp.status() == StatusCode::UNAUTHORIZED
+                && super::asks_for_dpop_nonce(resp.headers())
+            {
+                let again = send().await;
+                if let Ok(resp) = &again {
+                    self.shared.keep_dpop_nonce(resp.headers());
+                }
+                return again;
+            }
+        }
+        res
+    }
+
     pub(super) fn deliver(&self, ev: Inbound) {
         self.sink.deliver(ev);
     }
@@ -211,10 +237,12 @@ async fn shutdown(ctx: &Rc<Ctx>) {
     let Some(session) = ctx.shared.session() else {
         return;
     };
-    let req = ctx
-        .request(Method::DELETE, Some(&session))
-        .timeout(ctx.opts.head_timeout);
-    match req.send().await {
+    let send = || {
+        ctx.request(Method::DELETE, Some(&session))
+            .timeout(ctx.opts.head_timeout)
+            .send()
+    };
+    match ctx.send_dpop(send).await {
         Ok(r) if r.status().is_success() => tracing::debug!("session deleted"),
         Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => {
             tracing::debug!("the server does not let clients delete sessions (405)")

@@ -42,21 +42,7 @@ pub(super) async fn post(ctx: &Rc<Ctx>, out: Outbound) {
         ctx.shared.stats.posts.fetch_add(1, Ordering::Relaxed);
         req.send_body(body.clone())
     };
-    let mut res = send().await;
-    // DPoP (RFC 9449 §9): a nonce the server gives is used from then on; a 401 that asks
-    // for one (use_dpop_nonce) refused the request unrun, so it is sent once more with it.
-    if let Ok(resp) = &res {
-        let fresh = ctx.shared.keep_dpop_nonce(resp.headers());
-        if fresh
-            && resp.status() == StatusCode::UNAUTHORIZED
-            && super::asks_for_dpop_nonce(resp.headers())
-        {
-            res = send().await;
-            if let Ok(resp) = &res {
-                ctx.shared.keep_dpop_nonce(resp.headers());
-            }
-        }
-    }
+    let res = ctx.send_dpop(send).await;
     match kind {
         OutKind::Request { id, method } => {
             if let Err(e) = request_outcome(ctx, &id, &method, res, session.is_some()).await {

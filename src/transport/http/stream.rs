@@ -158,15 +158,18 @@ pub(super) enum GetOpen {
 /// Open a GET stream (a resumption with `Last-Event-ID`, or the listening stream).
 pub(super) async fn open_get(ctx: &Ctx, last_event_id: Option<&str>) -> GetOpen {
     let session = ctx.shared.session();
-    let mut req = ctx
-        .request(Method::GET, session.as_deref())
-        .insert_header((ACCEPT, EVENT_STREAM))
-        .timeout(ctx.opts.head_timeout);
-    if let Some(l) = last_event_id {
-        req = req.insert_header((LAST_EVENT_ID_HEADER, l));
-    }
-    ctx.shared.stats.gets.fetch_add(1, Ordering::Relaxed);
-    match req.send().await {
+    let send = || {
+        let mut req = ctx
+            .request(Method::GET, session.as_deref())
+            .insert_header((ACCEPT, EVENT_STREAM))
+            .timeout(ctx.opts.head_timeout);
+        if let Some(l) = last_event_id {
+            req = req.insert_header((LAST_EVENT_ID_HEADER, l));
+        }
+        ctx.shared.stats.gets.fetch_add(1, Ordering::Relaxed);
+        req.send()
+    };
+    match ctx.send_dpop(send).await {
         Err(e) => GetOpen::Failed(send_error(&e)),
         Ok(resp) if resp.status().is_success() => {
             if content_type(&resp) == EVENT_STREAM {

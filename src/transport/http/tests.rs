@@ -1425,6 +1425,63 @@ async fn a_dpop_token_goes_with_a_proof_per_request_and_a_nonce_challenge_is_ans
     assert_eq!(last.header("dpop"), None);
 }
 
+#[actix_rt::test]
+async fn a_dpop_nonce_challenge_on_the_listening_get_and_the_delete_is_answered_once() {
+    // The GET stream and the DELETE are refused until their proofs carry the server's nonce;
+    // each new nonce the server gives is answered by sending the same request once more.
+    let handler = session_server(|r, _| {
+        if r.method == "POST" {
+            return None;
+        }
+        let want = if r.method == "GET" { "g-1" } else { "d-1" };
+        if r.header("dpop")
+            .is_some_and(|p| p.ends_with(&format!(":{want}")))
+        {
+            return (r.method == "GET")
+                .then(|| sse_reply(vec![raw("id: g1\ndata:\n\n"), Part::Hold]));
+        }
+        let mut rep = json_reply(401, json!({"error": "use_dpop_nonce"}));
+        rep.headers.push((
+            "www-authenticate".into(),
+            r#"DPoP error="use_dpop_nonce""#.into(),
+        ));
+        rep.headers.push(("dpop-nonce".into(), want.into()));
+        Some(rep)
+    });
+    let (url, log) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    let prover: DpopProver = Arc::new(|method: &str, nonce: Option<&str>| {
+        Some(format!("proof:{method}:{}", nonce.unwrap_or("-")))
+    });
+    t.set_dpop(Secret::new("dpop-token-1"), prover).unwrap();
+    open_session(&t, &mut rx).await;
+    t.open_listen_stream();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while t.listen_state() != ListenState::Open {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the GET stream opened with the nonce");
+    t.close();
+    tokio::time::timeout(Duration::from_secs(5), t.wait_closed())
+        .await
+        .unwrap();
+    let reqs = log.reqs();
+    let proofs = |m: &str| -> Vec<String> {
+        reqs.iter()
+            .filter(|r| r.method == m)
+            .map(|r| r.header("dpop").unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(proofs("GET"), ["proof:GET:-", "proof:GET:g-1"]);
+    // The DELETE starts with the nonce the GET brought, and is sent once more with its own.
+    assert_eq!(proofs("DELETE"), ["proof:DELETE:g-1", "proof:DELETE:d-1"]);
+    for r in reqs.iter().filter(|r| r.method != "POST") {
+        assert_eq!(r.header("authorization"), Some("DPoP dpop-token-1"));
+    }
+}
+
 #[test]
 fn a_dpop_nonce_is_kept_only_within_its_bound() {
     assert!(usable_nonce("n-1_ok~"));
