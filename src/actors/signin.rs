@@ -368,6 +368,7 @@ impl Handler<Callback> for SignIns {
                         s.insert("oauth".into(), v);
                     }
                     s.remove("oauth_refused");
+                    s.remove("oauth_refused_grant");
                     s.remove("oauth_signed_out");
                     if let Some(c) = registered {
                         let mut known: Vec<ClientRecord> = s

@@ -88,8 +88,20 @@ struct Entry {
     refused: Option<String>,
     /// The grant without a browser its `oauth_client` names, if any.
     service: Option<ServiceConfig>,
+    /// That configuration's [`crate::store::settings::grant_key`].
+    service_key: Option<String>,
     /// When this daemon got the record's token from that grant (Unix seconds).
     granted_at: Option<u64>,
+}
+
+/// A connection's `oauth_client` text: its grant configuration and [`crate::store::settings::grant_key`].
+fn given_service(g: &Secret) -> (Option<ServiceConfig>, Option<String>) {
+    let v: Option<Value> = serde_json::from_str(g.expose()).ok();
+    let cfg = grants::service_config(v.as_ref());
+    let key = cfg
+        .as_ref()
+        .map(|_| crate::store::settings::grant_key(g.expose()));
+    (cfg, key)
 }
 
 /// Whether a token from a grant is used as it is: not within a minute of its expiry, or (a
@@ -114,6 +126,11 @@ struct Inner {
     tls: Arc<rustls::ClientConfig>,
     cache: Mutex<HashMap<String, Entry>>,
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Grants the authorization server refused: server -> (the refused configuration's
+    /// [`crate::store::settings::grant_key`], why). Kept apart from `cache`, which a settings change empties:
+    /// the same configuration is not asked again (a strict save's trial and the sessions
+    /// after it ask once in all); another configuration is.
+    refusals: Mutex<HashMap<String, (String, String)>>,
 }
 
 /// Shared by every connection of the daemon (cheap to clone).
@@ -157,6 +174,7 @@ impl TokenBook {
             tls,
             cache: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
+            refusals: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -170,15 +188,30 @@ impl TokenBook {
             return Entry::default();
         };
         let s = c.raw.get("mcp").and_then(|m| m.get(server));
+        let refused = s
+            .and_then(|s| s.get("oauth_refused"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let refused_grant = s
+            .and_then(|s| s.get("oauth_refused_grant"))
+            .and_then(Value::as_str);
+        if let (Some(why), Some(key)) = (&refused, refused_grant) {
+            if let Ok(mut r) = self.0.refusals.lock() {
+                r.entry(server.to_owned())
+                    .or_insert_with(|| (key.to_owned(), why.clone()));
+            }
+        }
         Entry {
             record: s
                 .and_then(|s| s.get("oauth"))
                 .and_then(|r| serde_json::from_value(r.clone()).ok()),
-            refused: s
-                .and_then(|s| s.get("oauth_refused"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            // A refused grant is in `refusals`; this is a refused refresh.
+            refused: refused.filter(|_| refused_grant.is_none()),
             service: grants::service_config(s.and_then(|s| s.get("oauth_client"))),
+            service_key: s
+                .and_then(|s| s.get("oauth_client"))
+                .filter(|c| grants::service_config(Some(c)).is_some())
+                .map(|c| crate::store::settings::grant_key(&c.to_string())),
             granted_at: None,
         }
     }
@@ -229,10 +262,12 @@ impl TokenBook {
     ) -> Bearer {
         let mut e = self.entry(server);
         if let Some(g) = service_grant {
-            let v: Option<Value> = serde_json::from_str(g.expose()).ok();
-            e.service = grants::service_config(v.as_ref());
+            (e.service, e.service_key) = given_service(g);
         }
         if let Some(why) = e.refused {
+            return Bearer::NeedsSignIn(why);
+        }
+        if let Some(why) = self.grant_refusal(server, e.service_key.as_deref()) {
             return Bearer::NeedsSignIn(why);
         }
         let record = e.record.filter(|r| r.belongs_to(url));
@@ -241,7 +276,10 @@ impl TokenBook {
                 Some(rec) if grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) => {
                     Bearer::Token(Token::of(&rec, url))
                 }
-                _ => self.grant(server, url, None, e.service).await,
+                _ => {
+                    self.grant(server, url, None, e.service, e.service_key)
+                        .await
+                }
             };
         }
         let Some(rec) = record else {
@@ -269,13 +307,15 @@ impl TokenBook {
         sent: &str,
         service_grant: Option<&Secret>,
     ) -> Bearer {
-        let given = service_grant.map(|g| {
-            let v: Option<Value> = serde_json::from_str(g.expose()).ok();
-            grants::service_config(v.as_ref())
-        });
-        let service = given.unwrap_or_else(|| self.entry(server).service);
+        let (service, key) = match service_grant {
+            Some(g) => given_service(g),
+            None => {
+                let e = self.entry(server);
+                (e.service, e.service_key)
+            }
+        };
         if service.is_some() {
-            return self.grant(server, url, Some(sent), service).await;
+            return self.grant(server, url, Some(sent), service, key).await;
         }
         self.refresh(server, url, sent).await
     }
@@ -289,11 +329,15 @@ impl TokenBook {
         url: &str,
         stale: Option<&str>,
         service: Option<ServiceConfig>,
+        key: Option<String>,
     ) -> Bearer {
         let flight = self.flight(server);
         let _one = flight.lock().await;
         let e = self.entry(server);
         if let Some(why) = e.refused {
+            return Bearer::NeedsSignIn(why);
+        }
+        if let Some(why) = self.grant_refusal(server, key.as_deref()) {
             return Bearer::NeedsSignIn(why);
         }
         let Some(cfg) = service else {
@@ -331,7 +375,10 @@ impl TokenBook {
             }
             Err(e) if e.refused() => {
                 tracing::warn!(server, grant, error = %e, "the authorization server refused the grant; the server is left out until its oauth_client settings change");
-                self.refuse(server, &e.to_string())
+                match key {
+                    Some(key) => self.refuse_grant(server, &e.to_string(), key),
+                    None => self.refuse(server, &e.to_string()),
+                }
             }
             Err(e) => {
                 tracing::warn!(server, grant, error = %e, "no OAuth access token now");
@@ -394,6 +441,38 @@ impl TokenBook {
             e.record = Some(record.clone());
             e.refused = None;
         }
+        self.clear_refusal(server);
+    }
+
+    /// The refusal of `server`'s grant when it was for the configuration `key`.
+    fn grant_refusal(&self, server: &str, key: Option<&str>) -> Option<String> {
+        let key = key?;
+        let r = self.0.refusals.lock().ok()?;
+        r.get(server)
+            .filter(|(k, _)| k == key)
+            .map(|(_, why)| why.clone())
+    }
+
+    /// Forget that `server`'s grant was refused (a sign-out, a deletion, a token had): the
+    /// next dial asks again.
+    pub fn clear_refusal(&self, server: &str) {
+        if let Ok(mut r) = self.0.refusals.lock() {
+            r.remove(server);
+        }
+    }
+
+    /// `server`'s grant, configured as `key`, was refused: not asked again while that is
+    /// its configuration (kept in `creds.json` as `oauth_refused` and `oauth_refused_grant`).
+    fn refuse_grant(&self, server: &str, why: &str, key: String) -> Bearer {
+        if let Ok(mut r) = self.0.refusals.lock() {
+            r.insert(server.to_owned(), (key.clone(), why.to_owned()));
+        }
+        let w = why.to_owned();
+        self.persist(server, move |s| {
+            s.insert("oauth_refused".into(), Value::String(w));
+            s.insert("oauth_refused_grant".into(), Value::String(key));
+        });
+        Bearer::NeedsSignIn(why.to_owned())
     }
 
     /// Mark `server` as needing a sign-in: it is not refreshed again until one.

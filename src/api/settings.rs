@@ -580,6 +580,17 @@ pub async fn patch_settings(
         for n in edited.deleted.iter().chain(&edited.tried).chain(named) {
             book.forget(n);
         }
+        // A deleted or signed-out server's refused grant is asked again when it comes back.
+        let signed_out = patch
+            .get("secrets")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(_, s)| s.get("oauth").is_some_and(Value::is_null))
+            .map(|(n, _)| n);
+        for n in edited.deleted.iter().chain(signed_out) {
+            book.clear_refusal(n);
+        }
     }
     let mut tested = Map::new();
     if let Ok(mut t) = state.tried.lock() {

@@ -897,10 +897,17 @@ fn edit_secrets(
                     }
                     Value::String(x) if x.is_empty() => {}
                     Value::Object(o) => {
-                        let c = oauth_client(&f, o, store.get("oauth_client"))?;
-                        store.insert("oauth_client".into(), Value::Object(c));
-                        // A new client configuration gets a new try of its grant.
-                        store.remove("oauth_refused");
+                        let c = Value::Object(oauth_client(&f, o, store.get("oauth_client"))?);
+                        // A new client configuration gets a new try of its grant; a refusal
+                        // of this very configuration (a strict save's trial) stands.
+                        let key = super::settings::grant_key(&c.to_string());
+                        if store.get("oauth_refused_grant").and_then(Value::as_str)
+                            != Some(key.as_str())
+                        {
+                            store.remove("oauth_refused");
+                            store.remove("oauth_refused_grant");
+                        }
+                        store.insert("oauth_client".into(), c);
                         changed = true;
                     }
                     _ => return Err(bad(
@@ -916,6 +923,7 @@ fn edit_secrets(
                 // Signed out: the tokens go, and the settings say so until a sign-in.
                 changed |= store.remove("oauth").is_some();
                 store.remove("oauth_refused");
+                store.remove("oauth_refused_grant");
                 if changed {
                     store.insert("oauth_signed_out".into(), Value::Bool(true));
                 }

@@ -758,6 +758,15 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// A short digest of a server's `oauth_client` JSON text, naming that grant configuration
+/// (a refusal is kept for the configuration it was made to; never shown, so a secret in the
+/// text cannot be read back from it).
+pub fn grant_key(oauth_client_text: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(oauth_client_text.as_bytes());
+    hex::encode(&d[..16])
+}
+
 /// A server ready to connect: its secrets read, its fingerprint computed.
 #[derive(Debug, Clone)]
 pub struct ResolvedServer {
