@@ -15,17 +15,17 @@
 # a spec version (the filter leaves extensions out); the lists come from the runners
 # themselves (`list --client`), so a scenario a runner adds is run too. Not applicable, and
 # not run (neither a pass nor a failure):
-# - elicitation-sep1034-client-defaults (stable): it checks how a client fills in elicitation
-#   defaults; albedo declares no client capabilities (no elicitation) and answers the server's
-#   elicitation/create with Method not found.
 # - sep-2640-client-* (prerelease, [extension]): the skills extension (SEP-2640), which albedo
 #   does not implement; it never calls skills/list, and the runner then skips the scenario's
 #   only check ("Passed: 0/0").
+# The conformance client, unlike the daemon, declares elicitation (form mode) and accepts a
+# form with its defaults (src/cli/conformance.rs): elicitation-sep1034-client-defaults (stable)
+# and sep-2322-client-request-state (prerelease, MRTR inputResponses) are run like the others.
 #
 # Expected failures: tests/conformance-expected-failures.yml (the runners' `--expected-failures`
-# format, one file for both; it says why for each: three checks of
-# sep-2322-client-request-state). The `auth/*` scenarios sign in headless through src/oauth/
-# (see src/cli/conformance/auth.rs), the extensions' grants without a browser. Every scenario is run with it:
+# format, one file for both; it says why for each; none today: `client: []`). The `auth/*`
+# scenarios sign in headless through src/oauth/ (see src/cli/conformance/auth.rs), the
+# extensions' grants without a browser. Every scenario is run with it:
 # - PASS   the runner exits 0 and reports every check passed with no warning ("Passed: N/N, 0
 #          failed, 0 warnings", N > 0) and the client exited 0 ("OVERALL: PASSED");
 # - XFAIL  the scenario has entries in the file and the runner found exactly those failing
@@ -37,8 +37,8 @@
 # Mock servers bind 127.0.0.1 only: the runner runs with the localhost preload
 # (tests/peers/localhost.cjs), and the client dials the runner's `localhost` as 127.0.0.1.
 # Logs and checks.json: target/conformance/<runner>/<scenario>/. The whole run (69 scenarios,
-# 64 run) took 85 s with the debug build already made: 63 passed (stable 25, prerelease 38),
-# 1 expected failure, 5 not applicable; each scenario takes 1 to 4 s.
+# 65 run) took 34 s with the debug build already made: 65 passed (stable 26, prerelease 39),
+# no expected failure, 4 not applicable; each scenario takes 0 to 4 s.
 #
 # Usage: bash tests/conformance.sh [SCENARIO...]   (default: all of them; a name selects that
 # scenario in every runner that has it). Prints one line per scenario, then a line with the
@@ -52,8 +52,8 @@ source tests/peers/env.sh
 NEXT_SPEC=2026-07-28
 EXPECTED_FAILURES="$ALBEDO_REPO/tests/conformance-expected-failures.yml"
 # Scenarios that do not apply to albedo (see the header): not run.
-NOT_APPLICABLE=(elicitation-sep1034-client-defaults sep-2640-client-no-prefetch
-  sep-2640-client-verify-digest sep-2640-client-verify-size sep-2640-client-verify-frontmatter)
+NOT_APPLICABLE=(sep-2640-client-no-prefetch sep-2640-client-verify-digest
+  sep-2640-client-verify-size sep-2640-client-verify-frontmatter)
 # Per scenario; the runner's own client timeout is 30 s.
 SCENARIO_TIMEOUT=${CONFORMANCE_SCENARIO_TIMEOUT:-90}
 

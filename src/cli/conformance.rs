@@ -16,12 +16,23 @@
 //! names (`toolCalls`), or echo a tool's input schema back (`json-schema-2020-12-preservation`),
 //! or call every usable tool with arguments made up from its schema, read every resource and
 //! get every prompt. A request that fails does not stop the others (the runner judges every
-//! request the scenario expects). A 2026-07-28 `input_required` that asks only for its
-//! `requestState` back is followed by the client core, as in the daemon; one that asks for
-//! input (`inputRequests`) fails the request, since albedo declares no client capabilities.
-//! It exits 0 when all of that worked, 1 with a message on stderr otherwise, 2 for a bad
-//! command line or environment. Unlike the daemon it does not open the listening
-//! GET stream nor `subscriptions/listen`: it makes its calls and leaves.
+//! request the scenario expects). It exits 0 when all of that worked, 1 with a message on
+//! stderr otherwise, 2 for a bad command line or environment. Unlike the daemon it does not
+//! hold `subscriptions/listen` open: it makes its calls and leaves.
+//!
+//! Unlike the daemon's client, this one declares the `elicitation` capability (form mode:
+//! `elicitation: {form: {}}` in `initialize` and in every 2026-07-28 request's `_meta`) and
+//! answers for the user with [`Elicitation::AcceptDefaults`]: a form is accepted with each
+//! property's `default` (SEP-1034), a URL-mode request or a form it cannot fill in is declined.
+//! That answers a 2025-era server's `elicitation/create` request, and a 2026-07-28
+//! `input_required` whose `inputRequests` are all `elicitation/create`: the client core sends
+//! the call again with a new id, the answers as `inputResponses` and the `requestState`
+//! echoed (MRTR). An `input_required` asking for anything else (sampling, roots) fails the
+//! request; one that asks only for its `requestState` back is followed as in the daemon.
+//! A 2025-era server may send its `elicitation/create` on the listening GET stream (the
+//! TypeScript SDK does when the request is not tied to the call), so with a 2025-era server
+//! that stream is opened after the handshake, as the daemon opens it, and the catalogue is
+//! listed once it is open or refused (at most 2 s).
 //!
 //! A server that answers 401 (or 403 `insufficient_scope`) is signed in to headless through
 //! [`crate::oauth`] (`auth`: the runner's mock authorization server approves at once), and
@@ -35,12 +46,13 @@
 mod auth;
 
 use crate::client::handshake::{self, ServerHello};
-use crate::client::{discovery, McpClient};
+use crate::client::{discovery, Elicitation, McpClient};
 use crate::oauth::Fetcher;
 use crate::protocol::headers;
 use crate::protocol::model::Catalogue;
+use crate::transport::http::ListenState;
 use crate::transport::http::{HttpSpec, HttpTransport};
-use crate::transport::{tls, SharedTransport};
+use crate::transport::{tls, SharedTransport, Transport};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
@@ -53,6 +65,10 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long closing (the session's DELETE) may take.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the listening GET stream of a 2025-era server may take to open (or be refused)
+/// before the run goes on without waiting, and how often its state is looked at meanwhile.
+const LISTEN_OPEN_WAIT: Duration = Duration::from_secs(2);
+const LISTEN_POLL: Duration = Duration::from_millis(10);
 
 const PREFIX: &str = "albedo-mcp conformance-client";
 
@@ -233,7 +249,7 @@ impl Run {
     fn open(server_url: &str, url: url::Url, context: Option<&Value>) -> Result<Run, String> {
         let service = auth::service(context)?;
         let tls = tls::client_config(&[]).map_err(|e| e.to_string())?;
-        let (client, sink, _events) = McpClient::new();
+        let (client, sink, _events) = McpClient::with_elicitation(Elicitation::AcceptDefaults);
         let transport = HttpTransport::start(
             HttpSpec {
                 url,
@@ -290,6 +306,30 @@ impl Run {
                 }
                 Err(e) => return Err(format!("listing the catalogue failed: {e}")),
             }
+        }
+    }
+
+    /// Open the listening GET stream of a 2025-era session, where a server sends the
+    /// requests it does not tie to one of ours (the SDK's `elicitation/create` among them),
+    /// and wait until it is open or refused, at most [`LISTEN_OPEN_WAIT`].
+    async fn listen(&self) {
+        self.transport.open_listen_stream();
+        let waited = tokio::time::timeout(LISTEN_OPEN_WAIT, async {
+            while matches!(
+                self.transport.listen_state(),
+                ListenState::NotOpened | ListenState::Opening
+            ) {
+                tokio::time::sleep(LISTEN_POLL).await;
+            }
+        })
+        .await;
+        match (waited, self.transport.listen_state()) {
+            (Err(_), _) => note(&format!(
+                "the listening stream did not open within {} ms; going on",
+                LISTEN_OPEN_WAIT.as_millis()
+            )),
+            (Ok(()), ListenState::Open) => {}
+            (Ok(()), state) => note(&format!("no listening stream: {state:?}")),
         }
     }
 
@@ -352,6 +392,9 @@ impl Run {
                     hello.protocol.version
                 ));
             }
+        }
+        if hello.protocol.era == crate::protocol::Era::Legacy {
+            self.listen().await;
         }
         let cat = self.discover(&hello).await?;
         note(&format!(

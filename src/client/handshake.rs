@@ -113,10 +113,12 @@ fn hello_from_discover(result: &Value) -> ServerHello {
     }
 }
 
-fn initialize_params() -> Value {
+/// The `initialize` params: the client capabilities are those of its elicitation policy
+/// (`{}` for the daemon).
+fn initialize_params(client: &McpClient) -> Value {
     json!({
         "protocolVersion": era::LEGACY_LATEST,
-        "capabilities": {},
+        "capabilities": client.elicitation().capabilities(),
         "clientInfo": {"name": CLIENT_NAME, "version": CLIENT_VERSION},
     })
 }
@@ -201,7 +203,8 @@ async fn race(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<ServerHello, HandshakeError> {
-    let (iid, mut irx) = client.start_request_as("initialize", Some(initialize_params()), None)?;
+    let (iid, mut irx) =
+        client.start_request_as("initialize", Some(initialize_params(client)), None)?;
     let (mut dres, mut ires) = (None, None);
     let (mut d_done, mut i_done) = (false, false);
     let mut init_error: Option<HandshakeError> = None;
@@ -327,7 +330,7 @@ async fn legacy(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<ServerHello, HandshakeError> {
-    let (id, rx) = client.start_request_as("initialize", Some(initialize_params()), None)?;
+    let (id, rx) = client.start_request_as("initialize", Some(initialize_params(client)), None)?;
     let v = match client.finish_request(id, rx, remaining(deadline)).await {
         Ok(v) => v,
         Err(RpcError::Timeout(_)) => return Err(HandshakeError::Timeout(timeout)),

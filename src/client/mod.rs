@@ -6,15 +6,22 @@
 //! cancelled it). A 2026-07-28 `input_required` result that asks only for its `requestState`
 //! back is followed in [`McpClient::request_with`] (at most 8 rounds, within the call's
 //! deadline); one that asks for input (`inputRequests`) is left to the caller to refuse, since
-//! albedo declares no client capabilities. `handshake` finds the era and opens the connection;
-//! `discovery` lists the catalogue.
+//! the daemon's client declares no client capabilities. A client made with an [`Elicitation`]
+//! policy ([`McpClient::with_elicitation`]; only the conformance client) declares
+//! `elicitation`, answers a server's `elicitation/create` with it, and follows an
+//! `input_required` whose `inputRequests` are all `elicitation/create` with their
+//! `inputResponses` (the same 8 rounds). `handshake` finds the era and opens the connection;
+//! `discovery` lists the catalogue; `elicitation` holds the policy.
 //!
 //! Owns: the pending-request table and the era of one connection. Must not touch: actors, the
 //! HTTP API, storage; it drives a transport only through [`crate::transport::Transport`].
 
 pub mod discovery;
+pub mod elicitation;
 pub mod handshake;
 pub mod listen;
+
+pub use elicitation::Elicitation;
 
 use crate::protocol::era::{self, Era, ProtocolVersion};
 use crate::protocol::headers::{self, ParamHeader};
@@ -95,6 +102,8 @@ struct Inner {
     listen_heard: AtomicU64,
     /// While the era is being decided: the ids of responses, in the order they arrived.
     answers: Mutex<Option<Vec<RequestId>>>,
+    /// How a server asking for user input is answered (the daemon: not at all).
+    elicitation: Elicitation,
 }
 
 /// A cheap handle on one connection to one server; clones share it.
@@ -114,8 +123,21 @@ impl InboundSink for Sink {
 }
 
 impl McpClient {
-    /// A client without a transport yet, and the sink to give the transport.
+    /// A client without a transport yet, and the sink to give the transport. It declares no
+    /// client capabilities ([`Elicitation::Undeclared`]).
     pub fn new() -> (
+        McpClient,
+        Arc<dyn InboundSink>,
+        mpsc::UnboundedReceiver<ClientEvent>,
+    ) {
+        Self::with_elicitation(Elicitation::Undeclared)
+    }
+
+    /// [`Self::new`], answering a server that asks the user for input as `elicitation` says
+    /// (and declaring the capability when it answers at all).
+    pub fn with_elicitation(
+        elicitation: Elicitation,
+    ) -> (
         McpClient,
         Arc<dyn InboundSink>,
         mpsc::UnboundedReceiver<ClientEvent>,
@@ -133,6 +155,7 @@ impl McpClient {
             listen_id: Mutex::new(None),
             listen_heard: AtomicU64::new(0),
             answers: Mutex::new(None),
+            elicitation,
         });
         let sink: Arc<dyn InboundSink> = Arc::new(Sink(Arc::downgrade(&inner)));
         (McpClient { inner }, sink, rx)
@@ -160,6 +183,11 @@ impl McpClient {
 
     pub fn protocol(&self) -> Option<&ProtocolVersion> {
         self.inner.era.get()
+    }
+
+    /// How this client answers a server that asks the user for input.
+    pub fn elicitation(&self) -> Elicitation {
+        self.inner.elicitation
     }
 
     pub(crate) fn set_protocol(&self, pv: ProtocolVersion) {
@@ -249,8 +277,11 @@ impl McpClient {
     /// A modern server's `-32022` (unsupported version) is answered by sending the request
     /// again, once, as a version the server named and albedo speaks in that era. A modern
     /// `input_required` result that carries only `requestState` is followed at once (see
-    /// [`MAX_STATE_ROUNDS`]); one that carries `inputRequests` is returned as it is, for the
-    /// caller to refuse. `timeout` bounds the whole exchange, every round included.
+    /// [`MAX_INPUT_ROUNDS`]); one that carries `inputRequests` is returned as it is, for the
+    /// caller to refuse, unless the client has an [`Elicitation`] policy: then requests that
+    /// are all `elicitation/create` are answered and the request goes again with their
+    /// `inputResponses`, and a request for anything else fails it. `timeout` bounds the whole
+    /// exchange, every round included.
     pub async fn request_with(
         &self,
         method: &str,
@@ -276,8 +307,8 @@ impl McpClient {
     ) -> Result<ResultText, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut as_version: Option<ProtocolVersion> = None;
-        let mut state: Option<String> = None;
-        let mut state_rounds = 0;
+        let mut next: Option<Continuation> = None;
+        let mut rounds = 0;
         let mut first = true;
         loop {
             let modern =
@@ -293,13 +324,13 @@ impl McpClient {
                 params,
                 param_headers,
                 as_version.as_ref(),
-                state.as_deref(),
+                next.as_ref(),
             );
             let (id, rx) = match started {
                 Ok(x) => x,
                 // The server already holds an earlier round of this request, which it may
                 // have acted on: a later round that cannot leave leaves the outcome unknown.
-                Err(RpcError::NotSent(e)) if state_rounds > 0 => return Err(RpcError::Lost(e)),
+                Err(RpcError::NotSent(e)) if rounds > 0 => return Err(RpcError::Lost(e)),
                 Err(e) => return Err(e),
             };
             let result = match self.finish_request_text(id, rx, left).await {
@@ -326,24 +357,25 @@ impl McpClient {
             }
             // Rare: an input_required result is read as a tree.
             let tree = tree(&result)?;
-            match state_only(&tree)? {
+            match continuation(&tree, self.inner.elicitation).map_err(RpcError::Invalid)? {
                 None => return Ok(result),
-                Some(s) => {
+                Some(c) => {
                     // Not a retry of a failed call: the spec's continuation of the same
-                    // request (MRTR). The server asked for nothing but its own state back,
-                    // which needs no client capability; the request goes again at once, with
-                    // a new id and `requestState` echoed exactly.
-                    if state_rounds == MAX_STATE_ROUNDS {
+                    // request (MRTR). The server asked for its own state back, or for input
+                    // the elicitation policy gave; the request goes again at once, with a new
+                    // id, the answers as `inputResponses` and `requestState` echoed exactly
+                    // (left out when the server gave none).
+                    if rounds == MAX_INPUT_ROUNDS {
                         return Err(RpcError::Invalid(format!(
-                            "{method}: the server answered input_required with only requestState \
-                             {} times in a row; albedo sends the request again at most \
-                             {MAX_STATE_ROUNDS} times",
-                            MAX_STATE_ROUNDS + 1
+                            "{method}: the server answered input_required {} times in a row \
+                             (asking for its requestState back or for input); albedo sends the \
+                             request again at most {MAX_INPUT_ROUNDS} times",
+                            MAX_INPUT_ROUNDS + 1
                         )));
                     }
-                    state_rounds += 1;
-                    tracing::debug!(%method, round = state_rounds, "input_required with only requestState; sending the request again with it");
-                    state = Some(s.to_owned());
+                    rounds += 1;
+                    tracing::debug!(%method, round = rounds, answers = c.responses.is_some(), state = c.state.is_some(), "input_required; sending the request again");
+                    next = Some(c);
                 }
             }
         }
@@ -372,15 +404,16 @@ impl McpClient {
         self.start_request_with_state(method, params, param_headers, as_version, None)
     }
 
-    /// [`Self::start_request`], with a 2026-07-28 `requestState` to echo in the params (which
-    /// then carry no `requestState` or `inputResponses` of the caller's).
+    /// [`Self::start_request`], continuing a 2026-07-28 `input_required` result: its
+    /// `requestState` echoed and the `inputResponses` given, in the params (which then carry
+    /// no `requestState` or `inputResponses` of the caller's).
     fn start_request_with_state(
         &self,
         method: &str,
         params: Option<&Value>,
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
-        request_state: Option<&str>,
+        next: Option<&Continuation>,
     ) -> Result<(RequestId, oneshot::Receiver<Result<ResultText, RpcError>>), RpcError> {
         let transport = self.transport().map_err(RpcError::NotSent)?;
         if let Some(reason) = self.closed_reason() {
@@ -421,7 +454,9 @@ impl McpClient {
                 &ModernParams {
                     params,
                     version: &p.version,
-                    request_state,
+                    request_state: next.and_then(|c| c.state.as_deref()),
+                    input_responses: next.and_then(|c| c.responses.as_ref()),
+                    elicitation: self.inner.elicitation,
                 },
             ),
             None => jsonrpc::request_bytes(&id, method, params),
@@ -545,14 +580,11 @@ impl McpClient {
 /// The requests a 2026-07-28 server may answer with `input_required` (MRTR).
 const MRTR_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
 
-/// How many times in a row a request is sent again for an `input_required` result that
-/// carries only `requestState`; the answer to the last of them must be something else.
-pub const MAX_STATE_ROUNDS: usize = 8;
+/// How many times in a row a request is sent again for an `input_required` result (one that
+/// carries only `requestState`, or one whose `inputRequests` the elicitation policy answered);
+/// the answer to the last of them must be something else.
+pub const MAX_INPUT_ROUNDS: usize = 8;
 
-/// The `requestState` of an `input_required` result that asks for nothing else (no
-/// `inputRequests`, or an empty map): the request is sent again with it. `None` for any other
-/// result (complete, or asking for input albedo cannot give: the caller refuses it); an
-/// error for an `input_required` result that breaks the spec's shape.
 /// A result read as a tree (it was checked to be JSON when its message was parsed).
 pub fn tree(result: &ResultText) -> Result<Value, RpcError> {
     result
@@ -560,27 +592,99 @@ pub fn tree(result: &ResultText) -> Result<Value, RpcError> {
         .map_err(|e| RpcError::Invalid(format!("the result could not be read: {e}")))
 }
 
-fn state_only(result: &Value) -> Result<Option<&str>, RpcError> {
+/// What the next round of a request answered `input_required` carries (MRTR): the
+/// `requestState` to echo, if the server gave one, and the `inputResponses`, if it asked for
+/// input.
+#[derive(Debug, Clone, PartialEq)]
+struct Continuation {
+    state: Option<String>,
+    responses: Option<Value>,
+}
+
+/// The next round for an `input_required` result: one that asks for nothing but its
+/// `requestState` back (no `inputRequests`, or an empty map), or, with an elicitation policy,
+/// one whose `inputRequests` are all `elicitation/create` (answered by the policy). `None` for
+/// any other result (complete, or asking for input while no policy is set: the caller refuses
+/// it); an error for an `input_required` result that breaks the spec's shape, or that asks a
+/// client with a policy for something else (sampling, roots), which it cannot give.
+fn continuation(result: &Value, elicitation: Elicitation) -> Result<Option<Continuation>, String> {
     if result_type(result) != "input_required" {
         return Ok(None);
     }
     let asks = match result.get("inputRequests") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(m)) => !m.is_empty(),
-        Some(_) => true,
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) if m.is_empty() => None,
+        Some(other) => Some(other),
     };
-    if asks {
+    let state = || match result.get("requestState") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err("the requestState of an input_required result is not a string".to_owned()),
+    };
+    let Some(asks) = asks else {
+        return match state()? {
+            Some(s) => Ok(Some(Continuation {
+                state: Some(s),
+                responses: None,
+            })),
+            None => {
+                Err("an input_required result with neither inputRequests nor requestState".into())
+            }
+        };
+    };
+    if !elicitation.declared() {
         return Ok(None);
     }
-    match result.get("requestState") {
-        Some(Value::String(s)) => Ok(Some(s)),
-        None | Some(Value::Null) => Err(RpcError::Invalid(
-            "an input_required result with neither inputRequests nor requestState".into(),
-        )),
-        Some(_) => Err(RpcError::Invalid(
-            "the requestState of an input_required result is not a string".into(),
-        )),
+    let Some(asks) = asks.as_object() else {
+        return Err("the inputRequests of an input_required result is not an object".into());
+    };
+    let state = state()?;
+    let mut responses = serde_json::Map::new();
+    let mut refused: Vec<String> = Vec::new();
+    for (key, request) in asks {
+        let method = request.get("method").and_then(Value::as_str);
+        let answer = match method {
+            Some("elicitation/create") => elicitation.answer(request.get("params")),
+            _ => None,
+        };
+        match answer {
+            Some(a) => {
+                responses.insert(key.clone(), a);
+            }
+            None => refused.push(format!(
+                "{} ({})",
+                shown(key),
+                method.map(shown).unwrap_or_else(|| "no method".into())
+            )),
+        }
     }
+    if let Some(first) = refused.first() {
+        return Err(format!(
+            "the server asks for input albedo cannot give ({} of {} input requests; the first: \
+             {first}); albedo answers only elicitation/create",
+            refused.len(),
+            asks.len()
+        ));
+    }
+    Ok(Some(Continuation {
+        state,
+        responses: Some(Value::Object(responses)),
+    }))
+}
+
+/// The longest part of a server-chosen name (an input request's key or method) shown in an
+/// error.
+const SHOWN_NAME_CHARS: usize = 64;
+
+/// A server-chosen name as an error shows it: quoted, without control characters, cut to
+/// 64 characters.
+fn shown(name: &str) -> String {
+    let cut: String = name
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(SHOWN_NAME_CHARS)
+        .collect();
+    format!("{cut:?}")
 }
 
 /// The version to send a request again as, after a modern server refused it with `-32022`:
@@ -599,13 +703,17 @@ const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabiliti
 
 /// The params of a 2026-07-28 request as they go out: the caller's params (an object; anything
 /// else is replaced by one) with the protocol version, client info and client capabilities
-/// merged into `_meta`, written straight from the borrowed value. With `request_state`, the
-/// request answers a state-only `input_required`: the state is echoed as `requestState`, and
-/// the caller's own `requestState` and `inputResponses`, if any, are left out.
+/// merged into `_meta`, written straight from the borrowed value. With `request_state` or
+/// `input_responses`, the request continues an `input_required` result: the responses go as
+/// `inputResponses`, the state is echoed as `requestState`, and the caller's own
+/// `requestState` and `inputResponses`, if any, are left out. The client capabilities are
+/// those of `elicitation` (`{}` for the daemon).
 pub struct ModernParams<'a> {
     pub params: Option<&'a Value>,
     pub version: &'a str,
     pub request_state: Option<&'a str>,
+    pub input_responses: Option<&'a Value>,
+    pub elicitation: Elicitation,
 }
 
 impl WriteJson for ModernParams<'_> {
@@ -618,11 +726,14 @@ impl WriteJson for ModernParams<'_> {
             out.push(b',');
         };
         out.push(b'{');
-        let continued = self.request_state.is_some();
+        let continued = self.request_state.is_some() || self.input_responses.is_some();
         let skip =
             |k: &str| k == "_meta" || (continued && (k == "requestState" || k == "inputResponses"));
         for (k, v) in obj.into_iter().flatten().filter(|(k, _)| !skip(k)) {
             entry(out, k, v);
+        }
+        if let Some(responses) = self.input_responses {
+            entry(out, "inputResponses", responses);
         }
         if let Some(state) = self.request_state {
             json_write::write_str(out, "requestState");
@@ -655,12 +766,15 @@ impl WriteJson for ModernParams<'_> {
         out.push(b'}');
         out.push(b',');
         json_write::write_str(out, META_CLIENT_CAPABILITIES);
-        out.extend_from_slice(b":{}}}");
+        out.push(b':');
+        out.extend_from_slice(self.elicitation.capabilities_json());
+        out.extend_from_slice(b"}}");
     }
 
     fn size_hint(&self) -> usize {
         self.params.map(|p| p.size_hint()).unwrap_or(0)
             + self.request_state.map(str::len).unwrap_or(0)
+            + self.input_responses.map(|r| r.size_hint()).unwrap_or(0)
             + 200
     }
 }
@@ -744,10 +858,24 @@ impl Inner {
                     tracing::debug!(%id, "a response to no request in flight was ignored");
                 }
             },
-            Inbound::Message(Message::Request { id, method, .. }) => {
+            Inbound::Message(Message::Request { id, method, params }) => {
                 self.stats.server_requests.fetch_add(1, Ordering::Relaxed);
+                let elicited = match method.as_str() {
+                    "elicitation/create" => self.elicitation.answer(params.as_ref()),
+                    _ => None,
+                };
                 let result = if method == "ping" {
                     Ok(ResultText::from_value(&json!({})))
+                } else if let Some(answer) = elicited {
+                    tracing::debug!(action = %answer["action"], "answered the server's elicitation/create");
+                    Ok(ResultText::from_value(&answer))
+                } else if self.elicitation.declared() {
+                    Err(ErrorObject::new(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!(
+                            "Method not found: {method} (this client declares only elicitation)"
+                        ),
+                    ))
                 } else {
                     Err(ErrorObject::new(
                         jsonrpc::METHOD_NOT_FOUND,
@@ -833,6 +961,8 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         sent: Mutex<Sent>,
+        /// Our answers to the server's own requests.
+        answers: Mutex<Vec<Value>>,
     }
 
     impl crate::transport::Transport for Recorder {
@@ -840,9 +970,16 @@ mod tests {
             TransportKind::Http
         }
         fn send(&self, msg: Outbound) -> Result<(), TransportError> {
-            if let OutKind::Request { id, .. } = msg.kind {
-                let body: Value = serde_json::from_slice(&msg.body).unwrap();
-                self.sent.lock().unwrap().push((id, msg.headers, body));
+            match msg.kind {
+                OutKind::Request { id, .. } => {
+                    let body: Value = serde_json::from_slice(&msg.body).unwrap();
+                    self.sent.lock().unwrap().push((id, msg.headers, body));
+                }
+                OutKind::Response => {
+                    let body: Value = serde_json::from_slice(&msg.body).unwrap();
+                    self.answers.lock().unwrap().push(body);
+                }
+                _ => {}
             }
             Ok(())
         }
@@ -979,7 +1116,17 @@ mod tests {
         pv: ProtocolVersion,
         script: impl Fn(usize, &Value) -> Option<Result<Value, ErrorObject>> + Send + Sync + 'static,
     ) -> (McpClient, Arc<Scripted>) {
-        let (client, sink, _events) = McpClient::new();
+        scripted_with(Some(pv), Elicitation::Undeclared, script)
+    }
+
+    /// [`scripted`] with an elicitation policy, and with the era left to a handshake when
+    /// `pv` is `None`.
+    fn scripted_with(
+        pv: Option<ProtocolVersion>,
+        elicitation: Elicitation,
+        script: impl Fn(usize, &Value) -> Option<Result<Value, ErrorObject>> + Send + Sync + 'static,
+    ) -> (McpClient, Arc<Scripted>) {
+        let (client, sink, _events) = McpClient::with_elicitation(elicitation);
         let t = Arc::new(Scripted {
             sent: Mutex::new(Vec::new()),
             sink: OnceLock::new(),
@@ -988,7 +1135,9 @@ mod tests {
         });
         let _ = t.sink.set(sink);
         client.attach(t.clone());
-        client.set_protocol(pv);
+        if let Some(pv) = pv {
+            client.set_protocol(pv);
+        }
         (client, t)
     }
 
@@ -1058,8 +1207,8 @@ mod tests {
         });
         let r = call_tool(&client).await;
         let sent = t.sent.lock().unwrap().clone();
-        assert_eq!(sent.len(), 1 + MAX_STATE_ROUNDS);
-        assert_eq!(sent[MAX_STATE_ROUNDS].2["params"]["requestState"], "s7");
+        assert_eq!(sent.len(), 1 + MAX_INPUT_ROUNDS);
+        assert_eq!(sent[MAX_INPUT_ROUNDS].2["params"]["requestState"], "s7");
         match r {
             Err(RpcError::Invalid(m)) => {
                 assert!(m.contains("requestState"), "{m}");
@@ -1281,6 +1430,8 @@ mod tests {
                 params: Some(&p),
                 version: "2026-07-28",
                 request_state: Some("new \"state\""),
+                input_responses: None,
+                elicitation: Elicitation::Undeclared,
             },
         );
         let text = String::from_utf8(b.to_vec()).unwrap();
@@ -1289,6 +1440,29 @@ mod tests {
         assert_eq!(v["params"]["requestState"], "new \"state\"");
         assert!(v["params"].get("inputResponses").is_none());
         assert_eq!(v["params"]["arguments"], json!({"a": 1}));
+
+        // Input responses without a state: the caller's state is left out too, never echoed.
+        let answers = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        let b = jsonrpc::request_bytes_of(
+            &RequestId::Number(4),
+            "tools/call",
+            &ModernParams {
+                params: Some(&p),
+                version: "2026-07-28",
+                request_state: None,
+                input_responses: Some(&answers),
+                elicitation: Elicitation::AcceptDefaults,
+            },
+        );
+        let text = String::from_utf8(b.to_vec()).unwrap();
+        assert_eq!(text.matches("inputResponses").count(), 1, "{text}");
+        assert!(!text.contains("requestState"), "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["params"]["inputResponses"], answers);
+        assert_eq!(
+            v["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+            json!({"elicitation": {"form": {}}})
+        );
     }
 
     #[test]
@@ -1302,6 +1476,8 @@ mod tests {
                     params,
                     version: "2026-07-28",
                     request_state: None,
+                    input_responses: None,
+                    elicitation: Elicitation::Undeclared,
                 },
             );
             String::from_utf8(b.to_vec()).unwrap()
@@ -1338,6 +1514,279 @@ mod tests {
                 v["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
                 "2026-07-28"
             );
+        }
+    }
+
+    /// The SEP-1034 form: every property has a default but `note`.
+    fn defaults_form() -> Value {
+        json!({"mode": "form", "message": "accept with defaults", "requestedSchema": {
+            "type": "object", "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "verified": {"type": "boolean", "default": true},
+                "note": {"type": "string"}}}})
+    }
+
+    fn defaults_accepted() -> Value {
+        json!({"action": "accept", "content": {"name": "John Doe", "age": 30, "verified": true}})
+    }
+
+    fn ask(params: Value, state: Option<&str>) -> Option<Result<Value, ErrorObject>> {
+        let mut r = json!({"resultType": "input_required", "inputRequests": {
+            "confirm": {"method": "elicitation/create", "params": params}}});
+        if let Some(s) = state {
+            r["requestState"] = json!(s);
+        }
+        Some(Ok(r))
+    }
+
+    /// A server request delivered to a client with `elicitation`; the answer it sent back.
+    fn answer_server_request(elicitation: Elicitation, method: &str, params: Value) -> Value {
+        let (client, sink, _events) = McpClient::with_elicitation(elicitation);
+        let rec = Arc::new(Recorder::default());
+        client.attach(rec.clone());
+        client.set_protocol(ProtocolVersion::legacy("2025-11-25"));
+        sink.deliver(Inbound::Message(Message::Request {
+            id: RequestId::Number(41),
+            method: method.into(),
+            params: Some(params),
+        }));
+        let answers = rec.answers.lock().unwrap().clone();
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!(answers[0]["id"], 41);
+        answers[0].clone()
+    }
+
+    #[test]
+    fn a_server_elicitation_is_accepted_with_its_defaults_when_the_policy_says_so() {
+        let a = answer_server_request(
+            Elicitation::AcceptDefaults,
+            "elicitation/create",
+            defaults_form(),
+        );
+        assert_eq!(a["result"], defaults_accepted());
+        // URL mode is declined; anything else is still not found; ping is still answered.
+        let a = answer_server_request(
+            Elicitation::AcceptDefaults,
+            "elicitation/create",
+            json!({"mode": "url", "message": "m", "url": "https://example.com/k",
+                "elicitationId": "e1"}),
+        );
+        assert_eq!(a["result"], json!({"action": "decline"}));
+        let a = answer_server_request(
+            Elicitation::AcceptDefaults,
+            "sampling/createMessage",
+            json!({}),
+        );
+        assert_eq!(a["error"]["code"], jsonrpc::METHOD_NOT_FOUND);
+        assert_eq!(
+            a["error"]["message"],
+            "Method not found: sampling/createMessage (this client declares only elicitation)"
+        );
+        let a = answer_server_request(Elicitation::AcceptDefaults, "ping", json!({}));
+        assert_eq!(a["result"], json!({}));
+    }
+
+    #[test]
+    fn the_daemons_client_still_answers_elicitation_with_method_not_found() {
+        let a = answer_server_request(
+            Elicitation::Undeclared,
+            "elicitation/create",
+            defaults_form(),
+        );
+        assert!(a.get("result").is_none(), "{a}");
+        assert_eq!(a["error"]["code"], jsonrpc::METHOD_NOT_FOUND);
+        assert_eq!(
+            a["error"]["message"],
+            "Method not found: elicitation/create (this client declares no capabilities)"
+        );
+        let a = answer_server_request(Elicitation::Undeclared, "ping", json!({}));
+        assert_eq!(a["result"], json!({}));
+    }
+
+    /// A handshake with a 2025-11-25 server (the probe refused, then `initialize`); what went
+    /// out.
+    async fn legacy_handshake(elicitation: Elicitation) -> Sent {
+        let (client, t) = scripted_with(None, elicitation, |n, _| match n {
+            0 => Some(Err(ErrorObject::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                "Method not found",
+            ))),
+            _ => Some(Ok(
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "serverInfo": {"name": "s", "version": "1"}}),
+            )),
+        });
+        let hello = handshake::handshake(&client, Duration::from_secs(5))
+            .await
+            .expect("the handshake succeeds");
+        assert_eq!(hello.protocol.version, "2025-11-25");
+        let sent = t.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(sent[0].2["method"], "server/discover");
+        assert_eq!(sent[1].2["method"], "initialize");
+        sent
+    }
+
+    #[tokio::test]
+    async fn the_capabilities_declared_follow_the_elicitation_policy() {
+        let caps = |sent: &Sent| {
+            (
+                sent[0].2["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].clone(),
+                sent[1].2["params"]["capabilities"].clone(),
+            )
+        };
+        // The daemon: nothing declared, in the probe's `_meta` and in `initialize`.
+        let sent = legacy_handshake(Elicitation::Undeclared).await;
+        assert_eq!(caps(&sent), (json!({}), json!({})));
+        let form = json!({"elicitation": {"form": {}}});
+        let sent = legacy_handshake(Elicitation::AcceptDefaults).await;
+        assert_eq!(caps(&sent), (form.clone(), form));
+    }
+
+    #[tokio::test]
+    async fn input_requests_are_answered_with_input_responses_a_new_id_and_the_state_echoed() {
+        // Round 1 asks with a state, round 2 without one, round 3 completes.
+        let (client, t) = scripted_with(
+            Some(ProtocolVersion::modern()),
+            Elicitation::AcceptDefaults,
+            |n, _| match n {
+                0 => ask(defaults_form(), Some(STATES[0])),
+                1 => ask(
+                    json!({"message": "confirm?", "requestedSchema": {"type": "object",
+                        "properties": {"confirmed": {"type": "boolean"}}}}),
+                    None,
+                ),
+                _ => done(),
+            },
+        );
+        let r = call_tool(&client).await.expect("the call completes");
+        assert_eq!(r["content"][0]["text"], "ok");
+        // An unrelated call afterwards.
+        client
+            .request(
+                "tools/call",
+                Some(json!({"name": "unrelated", "arguments": {}})),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("the unrelated call completes");
+        let sent = t.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 4);
+        let params: Vec<&Value> = sent.iter().map(|s| &s.2["params"]).collect();
+        assert!(params[0].get("inputResponses").is_none());
+        assert!(params[0].get("requestState").is_none());
+        assert_eq!(
+            params[1]["inputResponses"],
+            json!({"confirm": defaults_accepted()})
+        );
+        assert_eq!(params[1]["requestState"], STATES[0], "echoed exactly");
+        assert_eq!(
+            params[2]["inputResponses"],
+            json!({"confirm": {"action": "accept", "content": {}}})
+        );
+        assert!(
+            params[2].get("requestState").is_none(),
+            "no state given, none sent: {}",
+            params[2]
+        );
+        for p in &params[..3] {
+            assert_eq!(p["name"], "t");
+            assert_eq!(p["arguments"], json!({"a": 1}));
+        }
+        assert_eq!(params[3]["name"], "unrelated");
+        assert!(params[3].get("inputResponses").is_none());
+        assert!(params[3].get("requestState").is_none());
+        for (i, (id, _, body)) in sent.iter().enumerate() {
+            assert_eq!(
+                body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+                json!({"elicitation": {"form": {}}})
+            );
+            for (other, _, _) in &sent[..i] {
+                assert_ne!(other, id, "every round has a new id");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn input_requests_for_anything_but_elicitation_fail_the_request_unsent() {
+        let mixed = json!({"resultType": "input_required", "requestState": "st",
+            "inputRequests": {
+                "confirm": {"method": "elicitation/create", "params": defaults_form()},
+                "llm": {"method": "sampling/createMessage", "params": {"messages": []}}}});
+        for (bad, says) in [
+            (mixed, "\"llm\" (\"sampling/createMessage\")"),
+            (
+                json!({"resultType": "input_required",
+                    "inputRequests": {"r": {"method": "roots/list"}}}),
+                "\"r\" (\"roots/list\")",
+            ),
+            (
+                json!({"resultType": "input_required", "inputRequests": {"x": {}}}),
+                "\"x\" (no method)",
+            ),
+            (
+                json!({"resultType": "input_required", "inputRequests": [1]}),
+                "inputRequests of an input_required result is not an object",
+            ),
+            (
+                json!({"resultType": "input_required", "requestState": 7,
+                    "inputRequests": {"c": {"method": "elicitation/create",
+                        "params": defaults_form()}}}),
+                "requestState of an input_required result is not a string",
+            ),
+        ] {
+            let b = bad.clone();
+            let (client, t) = scripted_with(
+                Some(ProtocolVersion::modern()),
+                Elicitation::AcceptDefaults,
+                move |_, _| Some(Ok(b.clone())),
+            );
+            match call_tool(&client).await {
+                Err(RpcError::Invalid(m)) => {
+                    assert!(m.contains(says), "{bad}: {m}");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+            assert_eq!(t.sent.lock().unwrap().len(), 1, "nothing is sent again");
+        }
+    }
+
+    #[test]
+    fn a_refused_input_requests_names_are_cut_and_cleaned_in_the_error() {
+        let key = format!("\u{7}{}", "k".repeat(300));
+        let method = format!("x/{}\n", "m".repeat(300));
+        let r = json!({"resultType": "input_required", "inputRequests": {
+            key: {"method": method}}});
+        let e = continuation(&r, Elicitation::AcceptDefaults).unwrap_err();
+        assert!(
+            e.contains(&format!("\"{}\"", "k".repeat(SHOWN_NAME_CHARS))),
+            "{e}"
+        );
+        assert!(!e.contains(&"k".repeat(SHOWN_NAME_CHARS + 1)), "{e}");
+        assert!(
+            e.contains(&format!("\"x/{}\"", "m".repeat(SHOWN_NAME_CHARS - 2))),
+            "{e}"
+        );
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        // The daemon's client does not look at them: the result is the caller's to refuse.
+        assert_eq!(continuation(&r, Elicitation::Undeclared), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn input_rounds_stop_after_eight_resends() {
+        let (client, t) = scripted_with(
+            Some(ProtocolVersion::modern()),
+            Elicitation::AcceptDefaults,
+            |n, _| ask(defaults_form(), Some(&format!("s{n}"))),
+        );
+        let r = call_tool(&client).await;
+        let sent = t.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1 + MAX_INPUT_ROUNDS);
+        assert_eq!(sent[MAX_INPUT_ROUNDS].2["params"]["requestState"], "s7");
+        match r {
+            Err(RpcError::Invalid(m)) => assert!(m.contains("at most 8 times"), "{m}"),
+            other => panic!("{other:?}"),
         }
     }
 }
