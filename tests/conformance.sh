@@ -5,8 +5,9 @@
 # Each scenario: the runner (under Node 22) starts the scenario's mock server, runs
 # `<wrapper> <url>` (the wrapper execs `albedo-mcp conformance-client "$@"`, since the
 # runner splits --command on spaces), and judges what it saw. Scenarios run one at a time (the
-# runner's `--suite` runs a whole suite at once, which on 2 cores would race timing-sensitive
-# scenarios such as sse-retry), each under a timeout.
+# runner's `--suite` runs a whole suite at once, which on 2 cores could race timing-sensitive
+# scenarios such as sse-retry), each under a timeout; then, with no scenario named, the
+# prerelease runner's whole `--suite all` once more at once, as a user would run it.
 #
 # Scenarios: all the client scenarios the stable runner (0.1.16) lists, all those the
 # prerelease runner (0.2.0-alpha.12) lists for `--spec-version 2026-07-28`, run with that spec
@@ -37,8 +38,10 @@
 # Mock servers bind 127.0.0.1 only: the runner runs with the localhost preload
 # (tests/peers/localhost.cjs), and the client dials the runner's `localhost` as 127.0.0.1.
 # Logs and checks.json: target/conformance/<runner>/<scenario>/. The whole run (69 scenarios,
-# 65 run) took 34 s with the debug build already made: 65 passed (stable 26, prerelease 39),
-# no expected failure, 4 not applicable; each scenario takes 0 to 4 s.
+# 65 run, then `--suite all`) took 27 s with the debug build already made: 66 passed (stable
+# 26, prerelease 39, and the prerelease runner's `client --suite all` at once: "Total: 524
+# passed, 0 failed, 0 warnings"), no expected failure, 4 not applicable; each scenario takes 0
+# to 4 s.
 #
 # Usage: bash tests/conformance.sh [SCENARIO...]   (default: all of them; a name selects that
 # scenario in every runner that has it). Prints one line per scenario, then a line with the
@@ -207,6 +210,30 @@ for s in "${NEXT_EXTENSIONS[@]}"; do
     run_scenario next "$CONFORMANCE_NEXT_JS" "$s"
   fi
 done
+
+# The prerelease runner's whole client suite at once (`client --suite all`, every scenario of
+# every spec version and the extensions, as a user would run it), only with no scenario named:
+# PASS when the runner exits 0 with "Total: N passed, 0 failed, 0 warnings".
+if [ ${#ONLY[@]} -eq 0 ]; then
+  dir="$OUT/next/suite-all"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  rc=0
+  started=$SECONDS
+  NODE_OPTIONS="--require $PEERS_LOCALHOST_CJS" PATH="$PEERS_NODE22_BIN:$PATH" \
+    timeout "${CONFORMANCE_SUITE_TIMEOUT:-900}" "$PEERS_NODE22" "$CONFORMANCE_NEXT_JS" client \
+      --command "$WRAPPER" --suite all -o "$dir" \
+      --expected-failures "$EXPECTED_FAILURES" >"$dir/runner.log" 2>&1 || rc=$?
+  total="$(sed 's/\x1b\[[0-9;]*m//g' "$dir/runner.log" | grep -a -E '^Total: ' | tail -n 1 || true)"
+  if [ "$rc" -eq 0 ] && printf '%s\n' "$total" | grep -q -E '^Total: [1-9][0-9]* passed, 0 failed, 0 warnings'; then
+    passed=$((passed + 1))
+    printf 'PASS  %-6s %-44s %s (%ss)\n' next "--suite all" "$total" "$((SECONDS - started))"
+  else
+    failed=$((failed + 1))
+    printf 'FAIL  %-6s %-44s %s (runner exit %s, %ss); log: %s\n' next "--suite all" \
+      "${total:-no total}" "$rc" "$((SECONDS - started))" "$dir/runner.log"
+  fi
+fi
 
 if [ $((passed + failed + xfailed + not_applicable)) -eq 0 ]; then
   echo "conformance: no scenario matched: ${ONLY[*]}" >&2
