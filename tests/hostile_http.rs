@@ -112,6 +112,19 @@ fn ids_of_1_mib_are_never_kept_and_calls_still_work() {
         "the listening stream was not reopened: {:?}",
         requests(&peer)
     );
+    // One request's lost stream is not a lost session: no DELETE, no second handshake.
+    assert_eq!(
+        count(&peer, |r| r["method"] == "DELETE"),
+        0,
+        "{:?}",
+        requests(&peer)
+    );
+    assert_eq!(
+        count(&peer, |r| r["rpc"] == "initialize"),
+        1,
+        "{:?}",
+        requests(&peer)
+    );
     echo_ok(&d, &id);
     let peak = watch.peak();
     eprintln!(

@@ -850,7 +850,12 @@ impl Link {
                 })
             }
             Err(RpcError::Lost(e)) => {
-                self.drop_client();
+                // A lost process or pipe closes the client, and the next call dials again;
+                // over HTTP one request's stream can be lost while the session lives on
+                // (its listening stream and the other calls in flight with it).
+                if client.is_closed() {
+                    self.drop_client();
+                }
                 Err(CallError::Unknown {
                     server,
                     reason: e.to_string(),
