@@ -959,7 +959,10 @@ async fn call_tool(
 fn ok_answer(result: ResultText) -> HttpResponse {
     let (object, outcome_key) = (result.head().object, result.head().outcome_key);
     if object && !outcome_key {
-        let empty = result.get()[1..].trim_start().starts_with('}');
+        let empty = result.as_bytes()[1..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            == Some(&b'}');
         if empty {
             return bytes_answer(vec![web::Bytes::from_static(br#"{"outcome":"ok"}"#)]);
         }

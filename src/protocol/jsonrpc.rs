@@ -159,6 +159,15 @@ struct Raw<'a> {
 impl Message {
     /// Parse one message. JSON-RPC batches (arrays) are split by [`parse_batch`].
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        Self::parse_in(bytes, None)
+    }
+
+    /// Parse one message of `body`, its `result` kept as a slice of `body` (no copy).
+    pub fn parse_shared(body: &Bytes) -> Result<Message, ParseError> {
+        Self::parse_in(body, Some(body))
+    }
+
+    fn parse_in(bytes: &[u8], shared: Option<&Bytes>) -> Result<Message, ParseError> {
         if bytes.len() > MAX_MESSAGE_BYTES {
             return Err(ParseError::TooLarge(bytes.len()));
         }
@@ -169,10 +178,11 @@ impl Message {
                 not_json(e)
             }
         })?;
-        Self::from_raw(raw)
+        Self::from_raw(raw, shared)
     }
 
-    fn from_raw(raw: Raw) -> Result<Message, ParseError> {
+    /// `shared`: the bytes `raw` borrows from, when the result may be kept as a slice of them.
+    fn from_raw(raw: Raw, shared: Option<&Bytes>) -> Result<Message, ParseError> {
         match raw.jsonrpc.map(RawValue::get) {
             Some("\"2.0\"") => {}
             _ => return Err(ParseError::NotJsonRpc("missing \"jsonrpc\": \"2.0\"")),
@@ -207,7 +217,9 @@ impl Message {
         match (id, raw.result, error) {
             (Some(id), Some(result), None) => Ok(Message::Response {
                 id,
-                result: Ok(ResultText::new(result.to_owned())),
+                result: Ok(shared
+                    .and_then(|body| ResultText::within(body, result))
+                    .unwrap_or_else(|| ResultText::new(result.to_owned()))),
             }),
             (Some(id), None, Some(err)) => Ok(Message::Response {
                 id,
@@ -296,14 +308,27 @@ pub fn notification_bytes(method: &str, params: Option<&Value>) -> Bytes {
 /// whether a batch may be taken from a server is [`batches_allowed`]'s call, asked first with
 /// [`is_batch`]).
 pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Message>, ParseError> {
+    parse_batch_in(bytes, None)
+}
+
+/// [`parse_batch`] of a body held as [`Bytes`]: each result is kept as a slice of it (no copy
+/// of a large tool result).
+pub fn parse_batch_shared(body: &Bytes) -> Result<Vec<Message>, ParseError> {
+    parse_batch_in(body, Some(body))
+}
+
+fn parse_batch_in(bytes: &[u8], shared: Option<&Bytes>) -> Result<Vec<Message>, ParseError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(ParseError::TooLarge(bytes.len()));
     }
     if is_batch(bytes) {
         let items: Vec<Raw> = serde_json::from_slice(bytes).map_err(not_json)?;
-        items.into_iter().map(Message::from_raw).collect()
+        items
+            .into_iter()
+            .map(|r| Message::from_raw(r, shared))
+            .collect()
     } else {
-        Message::parse(bytes).map(|m| vec![m])
+        Message::parse_in(bytes, shared).map(|m| vec![m])
     }
 }
 
@@ -485,5 +510,30 @@ mod tests {
                 String::from_utf8_lossy(&expected)
             );
         }
+    }
+
+    #[test]
+    fn a_shared_body_keeps_its_result_as_a_slice_not_a_copy() {
+        let body = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"big"}]}}"#,
+        );
+        let Ok(Message::Response { result: Ok(r), .. }) = Message::parse_shared(&body) else {
+            panic!("not a response");
+        };
+        assert_eq!(r.get(), r#"{"content":[{"type":"text","text":"big"}]}"#);
+        let (b, t) = (body.as_ptr() as usize, r.as_bytes().as_ptr() as usize);
+        assert!(t > b && t < b + body.len(), "the result was copied");
+        // A batch too, and a body given as a plain slice still parses (copied).
+        let batch = Bytes::from_static(br#"[{"jsonrpc":"2.0","id":1,"result":[1]}]"#);
+        let msgs = parse_batch_shared(&batch).unwrap();
+        let Message::Response { result: Ok(r), .. } = &msgs[0] else {
+            panic!("not a response");
+        };
+        let t = r.as_bytes().as_ptr() as usize;
+        assert!(t > batch.as_ptr() as usize && t < batch.as_ptr() as usize + batch.len());
+        assert_eq!(
+            Message::parse(&body).unwrap(),
+            Message::parse_shared(&body).unwrap()
+        );
     }
 }

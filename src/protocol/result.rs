@@ -1,12 +1,14 @@
 //! A response's `result` as the server wrote it: [`ResultText`] keeps the JSON text (checked
-//! to be JSON when the message was parsed) so that a tool result can go from the server's
-//! bytes to the API's answer without being parsed into a tree and written again; callers that
-//! need a tree (the handshake, discovery) ask for one. [`ResultHead`] is what albedo reads off
+//! to be JSON when the message was parsed), as a slice of the bytes the message came in
+//! (never copied), so that a tool result can go from the server's bytes to the API's answer
+//! without being parsed into a tree or copied and written again; callers that need a tree
+//! (the handshake, discovery) ask for one. [`ResultHead`] is what albedo reads off
 //! a result without building that tree: whether it is an object, its `resultType`, and whether
 //! it has a top-level key of a given name.
 //!
 //! Owns: the result's text and its head. Must not touch: anything but `serde_json`.
 
+use bytes::Bytes;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -36,18 +38,31 @@ impl ResultHead {
 /// A `result`, kept as the text the server sent. Cloning it shares the text.
 #[derive(Clone)]
 pub struct ResultText {
-    /// Boxed twice so that sharing it never copies the text (`Arc<RawValue>` would).
-    raw: Arc<Box<RawValue>>,
+    /// JSON text, UTF-8 (checked when it was parsed or made).
+    text: Bytes,
     head: Arc<OnceLock<ResultHead>>,
 }
 
 impl ResultText {
     /// Keep `raw` (already checked to be JSON).
     pub fn new(raw: Box<RawValue>) -> ResultText {
+        let text: Box<str> = raw.into();
+        ResultText::of(Bytes::from(String::from(text)))
+    }
+
+    fn of(text: Bytes) -> ResultText {
         ResultText {
-            raw: Arc::new(raw),
+            text,
             head: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// `raw`, a JSON value borrowed from `body` (a message as it came in), kept as a slice of
+    /// `body`: no copy. `None` when `raw` does not lie within `body`.
+    pub fn within(body: &Bytes, raw: &RawValue) -> Option<ResultText> {
+        let (b, r) = (body.as_ptr() as usize, raw.get().as_ptr() as usize);
+        let inside = r >= b && r + raw.get().len() <= b + body.len();
+        inside.then(|| ResultText::of(body.slice_ref(raw.get().as_bytes())))
     }
 
     /// A result albedo makes itself (answers to a server's `ping`, tests).
@@ -58,32 +73,31 @@ impl ResultText {
         ResultText::new(raw)
     }
 
-    /// The JSON text, exactly as the server wrote it (no white space around it).
+    /// The JSON text, exactly as the server wrote it (no white space around it). Checks the
+    /// text's UTF-8 again: the hot paths use [`Self::as_bytes`].
     pub fn get(&self) -> &str {
-        self.raw.get()
+        std::str::from_utf8(&self.text).unwrap_or("null")
     }
 
-    /// The text as bytes for an answer: handed over without a copy when this is its only
-    /// holder.
-    pub fn into_bytes(self) -> bytes::Bytes {
-        match Arc::try_unwrap(self.raw) {
-            Ok(raw) => {
-                let text: Box<str> = raw.into();
-                bytes::Bytes::from(String::from(text))
-            }
-            Err(shared) => bytes::Bytes::copy_from_slice(shared.get().as_bytes()),
-        }
+    /// The JSON text's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text
+    }
+
+    /// The text for an answer, shared (no copy).
+    pub fn into_bytes(self) -> Bytes {
+        self.text
     }
 
     /// The result as a tree, for the callers that read it.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
-        serde_json::from_str(self.get())
+        serde_json::from_slice(&self.text)
     }
 
     /// What albedo reads off it, computed once (one pass over the text, nothing kept but the
     /// head).
     pub fn head(&self) -> &ResultHead {
-        self.head.get_or_init(|| read_head(self.get()))
+        self.head.get_or_init(|| read_head(&self.text))
     }
 }
 
@@ -95,15 +109,15 @@ impl From<Value> for ResultText {
 
 impl PartialEq for ResultText {
     fn eq(&self, other: &ResultText) -> bool {
-        self.get() == other.get()
+        self.text == other.text
     }
 }
 
 impl fmt::Debug for ResultText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = self.get();
+        let s = String::from_utf8_lossy(&self.text[..self.text.len().min(800)]);
         match s.char_indices().nth(200) {
-            Some((i, _)) => write!(f, "ResultText({}… {} bytes)", &s[..i], s.len()),
+            Some((i, _)) => write!(f, "ResultText({}… {} bytes)", &s[..i], self.text.len()),
             None => write!(f, "ResultText({s})"),
         }
     }
@@ -111,15 +125,17 @@ impl fmt::Debug for ResultText {
 
 impl Serialize for ResultText {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.raw.serialize(s)
+        let raw: &RawValue =
+            serde_json::from_slice(&self.text).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
     }
 }
 
-fn read_head(text: &str) -> ResultHead {
-    if !text.starts_with('{') {
+fn read_head(text: &[u8]) -> ResultHead {
+    if !text.starts_with(b"{") {
         return ResultHead::default();
     }
-    let mut de = serde_json::Deserializer::from_str(text);
+    let mut de = serde_json::Deserializer::from_slice(text);
     serde::Deserializer::deserialize_map(&mut de, HeadVisitor).unwrap_or_default()
 }
 

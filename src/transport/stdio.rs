@@ -410,7 +410,7 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
                 continue;
             }
             let bytes = line.split().freeze();
-            handle_line(&bytes, link, &mut limiter);
+            handle_line(bytes, link, &mut limiter);
             if link.overran.load(Ordering::Acquire) {
                 return; // closed: stop reading (the server's writes now fail)
             }
@@ -421,13 +421,16 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
     }
 }
 
-fn handle_line(bytes: &[u8], link: &Link, limiter: &mut RequestLimiter) {
+fn handle_line(bytes: Bytes, link: &Link, limiter: &mut RequestLimiter) {
     let stats = link.stats.as_ref();
-    let trimmed = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let trimmed = match bytes.strip_suffix(b"\r") {
+        Some(t) => bytes.slice(..t.len()),
+        None => bytes,
+    };
     if trimmed.iter().all(u8::is_ascii_whitespace) {
         return;
     }
-    if jsonrpc::is_batch(trimmed) && !link.batches.load(Ordering::Acquire) {
+    if jsonrpc::is_batch(&trimmed) && !link.batches.load(Ordering::Acquire) {
         stats.batches_refused.fetch_add(1, Ordering::Relaxed);
         if let Some(left_out) = stats.log_limit.allow() {
             tracing::warn!(
@@ -438,7 +441,7 @@ fn handle_line(bytes: &[u8], link: &Link, limiter: &mut RequestLimiter) {
         }
         return;
     }
-    match jsonrpc::parse_batch(trimmed) {
+    match jsonrpc::parse_batch_shared(&trimmed) {
         Ok(msgs) => {
             for m in msgs {
                 if link.overran.load(Ordering::Acquire) {

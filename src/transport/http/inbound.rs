@@ -192,7 +192,7 @@ pub(super) fn deliver_data(ctx: &Ctx, data: &Bytes, awaited: Option<&RequestId>)
     if ctx.refuses_batch(data) {
         return false;
     }
-    match jsonrpc::parse_batch(data) {
+    match jsonrpc::parse_batch_shared(data) {
         Ok(msgs) => {
             let mut answered = false;
             for m in msgs {

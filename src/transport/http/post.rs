@@ -166,7 +166,7 @@ async fn read_json_reply(
             jsonrpc::BATCH_VERSION
         )));
     }
-    let msgs = jsonrpc::parse_batch(&body).map_err(|e| {
+    let msgs = jsonrpc::parse_batch_shared(&body).map_err(|e| {
         ctx.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
         let what = if ct.is_empty() {
             "no content type".to_owned()
