@@ -537,3 +537,40 @@ fn two_calls_in_flight_one_times_out_the_other_is_unknown_and_nothing_is_sent_tw
     assert_eq!(st, 200, "{v}");
     assert_eq!(tools_calls(&log), 3);
 }
+
+#[test]
+fn a_call_never_queues_behind_checks_of_saved_catalogues() {
+    // Sixteen saved servers that now hang at start fill the daemon's checks of saved
+    // catalogues (one per core, at most 8); a call to a seventeenth saved server, checked
+    // last, dials it at once instead of waiting its turn behind them.
+    let dir = tempfile::tempdir().unwrap();
+    let (meter, hang) = (dir.path().join("meter"), dir.path().join("hang"));
+    let mut servers = serde_json::Map::new();
+    for i in 0..16 {
+        let mut s = metered(&meter, 0, &["--hang-if", hang.to_str().unwrap()]);
+        s["startupTimeoutMs"] = json!(30000);
+        servers.insert(format!("h{i:02}"), s);
+    }
+    let zmeter = dir.path().join("zmeter");
+    servers.insert("zz".into(), metered(&zmeter, 0, &[]));
+    let d = Daemon::start(json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}}));
+    let (first, _) = d.session(json!({}));
+    assert_eq!(d.delete(&format!("/sessions/{first}")), 204);
+    std::fs::write(&hang, "").unwrap();
+    let before = starts(&meter);
+
+    let (id, _) = d.session(json!({}));
+    assert!(d.tool_names(&id).contains(&"mcp__zz__echo".to_owned()));
+    assert!(
+        wait_until(Duration::from_secs(10), || starts(&meter) > before),
+        "the saved catalogues were not checked at open"
+    );
+    let (st, v) = d.call(&id, "mcp__zz__echo", json!({"message": "not queued"}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["content"][0]["text"], "not queued", "{v}");
+    let checking = starts(&meter) - before;
+    assert!(
+        (1..=8).contains(&checking),
+        "{checking} hanging servers were being checked at once"
+    );
+}

@@ -43,6 +43,11 @@ pub struct ConnContext {
     pub http: Option<Arc<dyn HttpOpener>>,
     /// The daemon-wide bound on dials and discoveries running at once.
     pub dials: DialLimit,
+    /// The daemon-wide bound on checks of saved catalogues (dials nobody waits on) running at
+    /// once, taken before `dials`: one per core, so that opening a session with many saved
+    /// servers is not slowed by their processes starting. A call or a session that waits on
+    /// a server never queues behind it: the check holds no dial while it waits its turn.
+    pub checks: DialLimit,
     /// How the registry restarts a connection that panicked.
     pub restart: RestartPolicy,
     /// The daemon's OAuth tokens (`None`: no sign-ins, as in tests of the actors alone).
@@ -59,6 +64,7 @@ impl ConnContext {
             launcher,
             http,
             dials: DialLimit::new(DEFAULT_CONCURRENT_DIALS),
+            checks: DialLimit::new(DEFAULT_CONCURRENT_CHECKS),
             restart: RestartPolicy::default(),
             tokens: None,
             state_changes: None,
@@ -68,6 +74,9 @@ impl ConnContext {
 
 /// Default of `max_concurrent_dials` (a daemon setting, so it lives with the others).
 pub use crate::store::daemon_config::DEFAULT_CONCURRENT_DIALS;
+
+/// Checks of saved catalogues at once when the daemon has not said (it says one per core).
+pub const DEFAULT_CONCURRENT_CHECKS: usize = 2;
 
 /// A daemon-wide limit on concurrent dials and discoveries, so that 200 sessions opening
 /// together (or a reload of all of them) do not start hundreds of processes in one instant.
@@ -81,6 +90,10 @@ impl DialLimit {
 
     pub(crate) async fn acquire(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.0.acquire().await.ok()
+    }
+
+    pub(crate) async fn acquire_owned(self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.0.acquire_owned().await.ok()
     }
 }
 
@@ -1057,6 +1070,12 @@ impl Connection {
     /// Run a background discovery, at most one at a time; a change reported meanwhile runs it
     /// once more. A panic in it ends the actor (the registry restarts it).
     fn background_discovery(&mut self, ctx: &mut Context<Self>) {
+        self.discover_in_background(ctx, false);
+    }
+
+    /// Discover in the background; a `saved_check` (a saved catalogue checked at a session's
+    /// open) first waits its turn among the daemon's checks, holding nothing a call needs.
+    fn discover_in_background(&mut self, ctx: &mut Context<Self>, saved_check: bool) {
         if self.shared.is_closed() {
             return;
         }
@@ -1068,7 +1087,15 @@ impl Connection {
         self.rediscover = false;
         let link = self.link.clone();
         ctx.spawn(
-            async move { link.discover().await.map(|d| d.catalogue) }
+            async move {
+                let checks = link.ctx.checks.clone();
+                let _turn = if saved_check && link.current().is_none() {
+                    checks.acquire_owned().await
+                } else {
+                    None
+                };
+                link.discover().await.map(|d| d.catalogue)
+            }
                 .into_actor(self)
                 .map(|r, act, ctx| {
                     act.discovering = false;
@@ -1222,7 +1249,7 @@ impl Handler<Watch> for Connection {
             self.link.learn_headers(&k);
         }
         if msg.check_saved {
-            self.background_discovery(ctx);
+            self.discover_in_background(ctx, true);
         }
     }
 }

@@ -56,7 +56,7 @@ fn default_max_call_body_bytes() -> usize {
 
 /// Default of `max_concurrent_dials`: dials (spawn + handshake) and discoveries running at
 /// once across the whole daemon.
-pub const DEFAULT_CONCURRENT_DIALS: usize = 16;
+pub const DEFAULT_CONCURRENT_DIALS: usize = 64;
 
 fn default_max_sessions() -> usize {
     1000
