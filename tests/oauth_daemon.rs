@@ -19,9 +19,9 @@
 //! API answer, the command line's output or extensions.json; creds.json is 0600.
 
 mod common;
+use common::oauth::{count, counts, creds, issued, Recorded};
 use common::*;
 use serde_json::{json, Value};
-use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
@@ -29,31 +29,19 @@ use std::time::{Duration, Instant};
 use url::Url;
 
 /// The daemon's API, keeping every answer's text (to look for secrets in it).
-struct Api<'a> {
-    d: &'a Daemon,
-    seen: RefCell<String>,
+/// The API, keeping every answer's text (to look for secrets in it).
+struct Api<'a>(Recorded<'a>);
+
+impl<'a> std::ops::Deref for Api<'a> {
+    type Target = Recorded<'a>;
+    fn deref(&self) -> &Recorded<'a> {
+        &self.0
+    }
 }
 
 impl<'a> Api<'a> {
     fn new(d: &'a Daemon) -> Api<'a> {
-        Api {
-            d,
-            seen: RefCell::new(String::new()),
-        }
-    }
-
-    fn req(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let (st, text) = self.d.text(method, path, body);
-        {
-            let mut seen = self.seen.borrow_mut();
-            seen.push_str(&text);
-            seen.push('\n');
-        }
-        (st, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.req("GET", path, None)
+        Api(Recorded::new(d))
     }
 
     fn patch(&self, body: Value) -> Value {
@@ -288,11 +276,6 @@ fn param(url: &str, key: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-fn creds(d: &Daemon) -> Value {
-    serde_json::from_slice(&std::fs::read(d.home.path().join("creds.json")).unwrap_or_default())
-        .unwrap_or(Value::Null)
-}
-
 /// The server's token record in creds.json (`mcp.<name>.oauth`).
 fn record(d: &Daemon, name: &str) -> Value {
     creds(d)["mcp"][name]["oauth"].clone()
@@ -320,23 +303,6 @@ fn secrets_in(v: &Value, out: &mut Vec<String>) {
 }
 
 /// What the FastMCP authorization server counted (`counts.json`).
-fn counts(peer: &HttpPeer) -> Value {
-    serde_json::from_slice(&std::fs::read(peer.file("counts.json")).unwrap_or_default())
-        .unwrap_or(Value::Null)
-}
-
-fn count(peer: &HttpPeer, what: &str) -> u64 {
-    counts(peer)[what].as_u64().unwrap_or(0)
-}
-
-/// Every token the FastMCP authorization server granted (`issued.txt`).
-fn issued(peer: &HttpPeer) -> Vec<String> {
-    std::fs::read_to_string(peer.file("issued.txt"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
 
 /// No secret (every token the server granted, every secret creds.json holds, the codes in
 /// `extra`) in the daemon's log, any API answer, extensions.json or the settings; creds.json
@@ -348,21 +314,7 @@ fn nothing_leaked(api: &Api, peer: Option<&HttpPeer>, extra: &[String]) {
     secrets.extend(extra.iter().cloned());
     secrets.retain(|s| s.len() >= 8);
     assert!(!secrets.is_empty(), "no secret to look for");
-    let (_, settings) = api.get("/settings/mcp");
-    let places = [
-        ("the daemon's log", d.log()),
-        ("an API answer", api.seen.borrow().clone()),
-        (
-            "extensions.json",
-            std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap_or_default(),
-        ),
-        ("GET /settings/mcp", settings.to_string()),
-    ];
-    for s in &secrets {
-        for (what, text) in &places {
-            assert!(!text.contains(s.as_str()), "a secret reached {what}");
-        }
-    }
+    api.assert_none_reached(&secrets);
     let mode = std::fs::metadata(d.home.path().join("creds.json"))
         .unwrap()
         .permissions()

@@ -17,6 +17,7 @@
 //! configuration naming its field.
 
 mod common;
+use common::oauth::{count, creds, issued, Recorded};
 use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -38,32 +39,19 @@ fn peer(extra: &[&str]) -> HttpPeer {
     HttpPeer::start_in(dir, &venv_python(), &args, "http")
 }
 
-fn count(peer: &HttpPeer, what: &str) -> u64 {
-    let c: Value =
-        serde_json::from_slice(&std::fs::read(peer.file("counts.json")).unwrap_or_default())
-            .unwrap_or(Value::Null);
-    c[what].as_u64().unwrap_or(0)
+/// The API, keeping every answer's text (to look for secrets in it).
+struct Api<'a>(Recorded<'a>);
+
+impl<'a> std::ops::Deref for Api<'a> {
+    type Target = Recorded<'a>;
+    fn deref(&self) -> &Recorded<'a> {
+        &self.0
+    }
 }
 
-fn issued(peer: &HttpPeer) -> Vec<String> {
-    std::fs::read_to_string(peer.file("issued.txt"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Every answer's text, kept to look for secrets in it.
-struct Api<'a> {
-    d: &'a Daemon,
-    seen: std::cell::RefCell<String>,
-}
-
-impl Api<'_> {
-    fn req(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let (st, text) = self.d.text(method, path, body);
-        self.seen.borrow_mut().push_str(&text);
-        (st, serde_json::from_str(&text).unwrap_or(Value::Null))
+impl<'a> Api<'a> {
+    fn new(d: &'a Daemon) -> Api<'a> {
+        Api(Recorded::new(d))
     }
 
     fn patch(&self, body: Value) -> (u16, Value) {
@@ -104,24 +92,9 @@ fn save(api: &Api, url: &str, secret: &str) -> Value {
 /// No secret (the client secret, every token granted) in the log, any answer, the settings or
 /// extensions.json.
 fn nothing_leaked(api: &Api, peer: &HttpPeer) {
-    let d = api.d;
     let mut secrets = issued(peer);
     secrets.push(SECRET.to_owned());
-    let (_, settings) = api.req("GET", "/settings/mcp", None);
-    let places = [
-        ("the daemon's log", d.log()),
-        ("an API answer", api.seen.borrow().clone()),
-        (
-            "extensions.json",
-            std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap_or_default(),
-        ),
-        ("GET /settings/mcp", settings.to_string()),
-    ];
-    for s in &secrets {
-        for (what, text) in &places {
-            assert!(!text.contains(s.as_str()), "a secret reached {what}");
-        }
-    }
+    api.assert_none_reached(&secrets);
 }
 
 #[test]
@@ -130,10 +103,7 @@ fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurren
     // a second, so concurrent grants would overlap.
     let peer = peer(&["--token-ttl", "70", "--grant-delay", "1"]);
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let v = save(&api, &peer.url, SECRET);
     assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}");
     let at = Instant::now();
@@ -204,10 +174,7 @@ fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurren
     assert_eq!(count(&peer, "refused"), 0);
     // The token is kept in creds.json (0600), never in extensions.json.
     assert!(wait_until(Duration::from_secs(10), || {
-        let c: Value = serde_json::from_slice(
-            &std::fs::read(d.home.path().join("creds.json")).unwrap_or_default(),
-        )
-        .unwrap_or(Value::Null);
+        let c = creds(&d);
         c["mcp"]["cc"]["oauth"]["access_token"].as_str() == issued(&peer).last().map(|s| s.as_str())
     }));
     nothing_leaked(&api, &peer);
@@ -217,10 +184,7 @@ fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurren
 fn a_refused_grant_leaves_the_server_out_with_the_reason_and_is_not_tried_again() {
     let peer = peer(&["--refuse-client", "svc-client"]);
     let mut d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let v = save(&api, &peer.url, SECRET);
     assert_eq!(v["tested"]["cc"]["state"], "needs_sign_in", "{v}");
     let tried = v["tested"]["cc"]["last_error"].as_str().unwrap_or_default();
@@ -273,10 +237,7 @@ fn a_refused_grant_leaves_the_server_out_with_the_reason_and_is_not_tried_again(
     assert_eq!(d.stop(15), Some(0));
     drop(d);
     let d = Daemon::start_in(home, &[]);
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let id = api.session();
     let (st, v) = api.call(&id, json!({"message": "x"}));
     assert_ne!(st, 200, "{v}");
@@ -305,10 +266,7 @@ fn a_refused_grant_leaves_the_server_out_with_the_reason_and_is_not_tried_again(
 #[test]
 fn the_settings_refuse_an_unusable_service_configuration_naming_the_field() {
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let (st, v) = api.patch(json!({"servers": {"x": {"type": "http",
         "url": "http://127.0.0.1:9/mcp", "enabled": false}}}));
     assert_eq!(st, 200, "{v}");
@@ -368,10 +326,7 @@ fn a_workload_token_file_is_exchanged_with_the_jwt_bearer_grant_and_read_on_each
         "3600",
     ]);
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let (st, v) = api.patch(json!({
         "servers": {"cc": {"type": "http", "url": peer.url}},
         "secrets": {"cc": {"oauth_client": {"grant": "jwt_bearer",
@@ -403,16 +358,7 @@ fn a_workload_token_file_is_exchanged_with_the_jwt_bearer_grant_and_read_on_each
     assert_eq!(count(&peer, "refused"), 0);
     let mut secrets = issued(&peer);
     secrets.extend([first.to_owned(), second.to_owned()]);
-    let places = [
-        d.log(),
-        api.seen.borrow().clone(),
-        std::fs::read_to_string(d.home.path().join("extensions.json")).unwrap_or_default(),
-    ];
-    for s in &secrets {
-        for text in &places {
-            assert!(!text.contains(s.as_str()), "a secret leaked");
-        }
-    }
+    api.assert_none_reached(&secrets);
 }
 
 #[test]
@@ -427,10 +373,7 @@ fn a_dpop_bound_token_goes_with_a_fresh_proof_on_every_request_and_nonces_are_ho
         "4",
     ]);
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let v = save(&api, &peer.url, SECRET);
     assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}\n{}", d.log());
     let id = api.session();
@@ -471,10 +414,7 @@ fn a_dpop_bound_token_goes_with_a_fresh_proof_on_every_request_and_nonces_are_ho
     // The key is kept with the token it is bound to, in creds.json only.
     let mut key = String::new();
     assert!(wait_until(Duration::from_secs(10), || {
-        let c: Value = serde_json::from_slice(
-            &std::fs::read(d.home.path().join("creds.json")).unwrap_or_default(),
-        )
-        .unwrap_or(Value::Null);
+        let c = creds(&d);
         let r = &c["mcp"]["cc"]["oauth"];
         key = r["dpop_key"]["pkcs8"]
             .as_str()
@@ -526,10 +466,7 @@ fn key_pair(dir: &std::path::Path, kind: &str) -> (String, std::path::PathBuf) {
 fn private_key_jwt_from_a_key_file_and_from_a_stored_pem() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let mut pems = Vec::new();
     for (kind, name) in [("ec", "ec"), ("rsa", "rs")] {
         let (pem, public) = key_pair(dir.path(), kind);
@@ -588,10 +525,7 @@ fn enterprise_managed_authorization_exchanges_the_id_token_then_uses_the_jwt_bea
     std::fs::write(&id_token_file, id_token).unwrap();
     let peer = peer(&["--idp-id-token-file", id_token_file.to_str().unwrap()]);
     let d = Daemon::start(json!({"enabled": {"mcp": true}}));
-    let api = Api {
-        d: &d,
-        seen: Default::default(),
-    };
+    let api = Api::new(&d);
     let base = peer.url.trim_end_matches("/mcp").to_owned();
     let (st, v) = api.patch(json!({
         "servers": {"cc": {"type": "http", "url": peer.url}},

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod oauth;
 pub mod rss;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
