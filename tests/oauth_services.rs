@@ -555,3 +555,85 @@ fn enterprise_managed_authorization_exchanges_the_id_token_then_uses_the_jwt_bea
     }
     nothing_leaked(&api, &peer);
 }
+
+#[test]
+fn a_refused_workload_token_is_reported_as_it_is_and_never_switched_to_another_grant() {
+    // The authorization server trusts one workload token; the file holds another. The
+    // configuration also names a client and its secret, so a client credentials grant
+    // could be tried instead: it never is.
+    let dir = tempfile::tempdir().unwrap();
+    let (trusted, workload) = (dir.path().join("trusted"), dir.path().join("workload"));
+    std::fs::write(&trusted, "workload-jwt-trusted-aaaaaaaa").unwrap();
+    std::fs::write(&workload, "workload-jwt-untrusted-bbbbbbbb").unwrap();
+    let peer = peer(&["--jwt-bearer-file", trusted.to_str().unwrap()]);
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api::new(&d);
+    let (st, v) = api.patch(json!({
+        "servers": {"cc": {"type": "http", "url": peer.url}},
+        "secrets": {"cc": {"oauth_client": {"grant": "jwt_bearer",
+            "client_id": "svc-client", "client_secret": SECRET,
+            "workload_token_file": workload.to_str().unwrap()}}}
+    }));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["tested"]["cc"]["state"], "needs_sign_in", "{v}");
+    let tried = v["tested"]["cc"]["last_error"].as_str().unwrap_or_default();
+    assert!(tried.contains("invalid_grant"), "{v}");
+    for _ in 0..2 {
+        let id = api.session();
+        let (st, v) = api.call(&id, json!({"message": "x"}));
+        assert_ne!(st, 200, "{v}");
+    }
+    let auth = api.auth("cc");
+    assert_eq!(auth["state"], "needs_sign_in", "{auth}");
+    assert_eq!(auth["grant"], "jwt_bearer", "{auth}");
+    assert!(
+        auth["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("invalid_grant"),
+        "{auth}"
+    );
+    assert_eq!(count(&peer, "refused"), 1, "the refused grant was retried");
+    assert_eq!(count(&peer, "grants"), 0, "switched to client credentials");
+    assert_eq!(count(&peer, "jwt_bearer"), 0);
+    let mut secrets = vec![SECRET.to_owned(), "workload-jwt-untrusted-bbbbbbbb".into()];
+    secrets.extend(issued(&peer));
+    api.assert_none_reached(&secrets);
+}
+
+#[test]
+fn a_dpop_key_is_kept_with_its_token_across_a_restart() {
+    // The token is bound to the key's thumbprint at the authorization server: after a
+    // restart the daemon uses the stored token with the stored key (a new key would make
+    // every proof bad), and asks for no new token.
+    let peer = peer(&["--dpop", "--token-ttl", "3600"]);
+    let mut d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let api = Api::new(&d);
+    let v = save(&api, &peer.url, SECRET);
+    assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}\n{}", d.log());
+    let id = api.session();
+    let (st, v) = api.call(&id, json!({"message": "before"}));
+    assert_eq!(st, 200, "{v}\n{}", d.log());
+    assert!(wait_until(Duration::from_secs(10), || {
+        creds(&d)["mcp"]["cc"]["oauth"]["token_type"] == "DPoP"
+    }));
+    let (grants, ok) = (count(&peer, "grants"), count(&peer, "dpop_ok"));
+    drop(api);
+    let home = std::mem::replace(&mut d.home, tempfile::tempdir().unwrap());
+    assert_eq!(d.stop(15), Some(0));
+    drop(d);
+    let d = Daemon::start_in(home, &[]);
+    let api = Api::new(&d);
+    let id = api.session();
+    let (st, v) = api.call(&id, json!({"message": "after"}));
+    assert_eq!(st, 200, "{v}\n{}", d.log());
+    assert_eq!(v["content"][0]["text"], "after");
+    assert_eq!(
+        count(&peer, "grants"),
+        grants,
+        "a new token after the restart"
+    );
+    assert!(count(&peer, "dpop_ok") > ok, "no proof after the restart");
+    assert_eq!(count(&peer, "dpop_bad"), 0, "a proof with another key");
+    nothing_leaked(&api, &peer);
+}
