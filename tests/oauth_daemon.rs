@@ -302,8 +302,6 @@ fn secrets_in(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// What the FastMCP authorization server counted (`counts.json`).
-
 /// No secret (every token the server granted, every secret creds.json holds, the codes in
 /// `extra`) in the daemon's log, any API answer, extensions.json or the settings; creds.json
 /// is 0600.

@@ -349,6 +349,8 @@ struct Link {
     /// Why the token book gave no token at this dial (a refused refresh or grant): the
     /// dial's error says that rather than the bare 401.
     auth_reason: RefCell<Option<String>>,
+    /// The server's grant without a browser, read once from its resolved `oauth_client`.
+    service: Option<Arc<super::grants::ServiceGrant>>,
     headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
     /// Ignored messages of clients already dropped.
     ignored: std::cell::Cell<u64>,
@@ -382,6 +384,10 @@ impl Link {
     ) -> Rc<Link> {
         let secrets = secret_values(&server);
         crate::protocol::text::register_secrets(secrets.iter().map(String::as_str));
+        let service = server
+            .service_grant
+            .as_ref()
+            .and_then(|g| super::grants::ServiceGrant::from_text(g.expose()));
         Rc::new(Link {
             redact: Redactor::new(secrets),
             server,
@@ -392,6 +398,7 @@ impl Link {
             state: RefCell::new(LinkState::Idle),
             last_error: RefCell::new(None),
             auth_reason: RefCell::new(None),
+            service,
             headers: RefCell::new(HashMap::new()),
             ignored: std::cell::Cell::new(0),
             dials: std::cell::Cell::new(0),
@@ -466,6 +473,8 @@ impl Link {
         }
         self.drop_client();
         self.set_state(LinkState::Connecting);
+        // A reason left by a call's token check is not this dial's.
+        self.auth_reason.take();
         // A dial given up half-way (its caller timed out) leaves the link unavailable,
         // not "connecting" for ever.
         let mut unfinished = DialGuard(self, true);
@@ -600,8 +609,10 @@ impl Link {
         else {
             return Ok(None);
         };
-        let grant = self.server.service_grant.as_ref();
-        match book.bearer_as(self.name(), url.as_str(), grant).await {
+        match book
+            .bearer_as(self.name(), url.as_str(), self.service.as_ref())
+            .await
+        {
             super::tokens::Bearer::None => Ok(None),
             super::tokens::Bearer::Token(t) => {
                 let sent = t.expose().to_owned();
@@ -646,9 +657,8 @@ impl Link {
                 _ => "the server refused the request (HTTP 403)".into(),
             });
         }
-        let grant = self.server.service_grant.as_ref();
         match book
-            .refused_as(self.name(), url.as_str(), sent, grant)
+            .refused_as(self.name(), url.as_str(), sent, self.service.as_ref())
             .await
         {
             super::tokens::Bearer::Token(t) => {

@@ -12,12 +12,13 @@
 //! workload token, ID token or assertion reaches an error or a log line.
 
 use crate::oauth::grant::{self, ClientAuth, Grant, IdentityExchange, Target};
-use crate::oauth::jws::{DpopKey, SigningKey};
-use crate::oauth::{client, discovery, scope, Discovery, Fetcher, OAuthError, TokenRecord};
-use crate::oauth::{AuthMethod, Sensitive};
+use crate::oauth::jws::SigningKey;
+use crate::oauth::Sensitive;
+use crate::oauth::{discovery, scope, Discovery, Fetcher, OAuthError, TokenRecord};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The most bytes read from a key, workload token or ID token file.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
@@ -67,7 +68,7 @@ pub fn grant_of(oauth_client: Option<&Value>) -> &str {
 /// `jwt_bearer`.
 pub fn service_config(oauth_client: Option<&Value>) -> Option<ServiceConfig> {
     let c = oauth_client?;
-    if !matches!(grant_of(Some(c)), "client_credentials" | "jwt_bearer") {
+    if !crate::store::settings::is_service_grant(grant_of(Some(c))) {
         return None;
     }
     let cfg: ServiceConfig = serde_json::from_value(c.clone()).ok()?;
@@ -76,6 +77,26 @@ pub fn service_config(oauth_client: Option<&Value>) -> Option<ServiceConfig> {
         crate::protocol::text::register_secrets([s.expose()]);
     }
     Some(cfg)
+}
+
+/// A grant without a browser, read once per connection (or per read of `creds.json`): its
+/// configuration and the [`crate::store::settings::grant_key`] of the text it was read from.
+#[derive(Debug)]
+pub struct ServiceGrant {
+    pub cfg: ServiceConfig,
+    pub key: String,
+}
+
+impl ServiceGrant {
+    /// From a server's `oauth_client` text (`None` unless it names a grant without a browser).
+    pub fn from_text(oauth_client: &str) -> Option<Arc<ServiceGrant>> {
+        let v: Value = serde_json::from_str(oauth_client).ok()?;
+        let cfg = service_config(Some(&v))?;
+        Some(Arc::new(ServiceGrant {
+            cfg,
+            key: crate::store::settings::grant_key(oauth_client),
+        }))
+    }
 }
 
 /// Why no token was had.
@@ -145,10 +166,7 @@ fn client_auth(cfg: &ServiceConfig, disc: &Discovery) -> Result<ClientAuth, Gran
             .auth_server
             .token_endpoint_auth_methods_supported
             .as_deref();
-        return Ok(match client::choose_auth_method(listed, true) {
-            AuthMethod::ClientSecretPost => ClientAuth::Post { client_id, secret },
-            _ => ClientAuth::Basic { client_id, secret },
-        });
+        return Ok(ClientAuth::with_secret(listed, client_id, secret));
     }
     Ok(ClientAuth::None { client_id: id })
 }
@@ -218,10 +236,9 @@ pub async fn obtain(
             )))
         }
     };
-    let dpop = if cfg.dpop != Some(false) && disc.auth_server.takes_dpop() {
-        Some(DpopKey::generate().map_err(|e| OAuthError::Key(e.to_string()))?)
-    } else {
-        None
+    let dpop = match cfg.dpop {
+        Some(false) => None,
+        _ => disc.auth_server.dpop_key()?,
     };
     let target = Target {
         server_url,

@@ -24,7 +24,7 @@
 //! Owns: that cache, single-flight refreshes and grants, and their persistence. Must not
 //! touch: the HTTP API, transports (the connection sets the token it is given).
 
-use super::grants::{self, ServiceConfig};
+use super::grants::{self, ServiceGrant};
 use crate::oauth::{flow, Challenge, Fetcher, TokenRecord};
 use crate::store::settings::{Credentials, Secret};
 use crate::transport::{DpopProver, Transport, TransportError};
@@ -48,7 +48,8 @@ impl std::fmt::Debug for Token {
 }
 
 impl Token {
-    fn of(record: &TokenRecord, url: &str) -> Token {
+    /// `record`'s access token for requests to `url` (with its DPoP key's prover, if bound).
+    pub(crate) fn of(record: &TokenRecord, url: &str) -> Token {
         Token {
             value: Secret::new(record.access_token.expose()),
             prover: record
@@ -87,21 +88,9 @@ struct Entry {
     record: Option<TokenRecord>,
     refused: Option<String>,
     /// The grant without a browser its `oauth_client` names, if any.
-    service: Option<ServiceConfig>,
-    /// That configuration's [`crate::store::settings::grant_key`].
-    service_key: Option<String>,
+    service: Option<Arc<ServiceGrant>>,
     /// When this daemon got the record's token from that grant (Unix seconds).
     granted_at: Option<u64>,
-}
-
-/// A connection's `oauth_client` text: its grant configuration and [`crate::store::settings::grant_key`].
-fn given_service(g: &Secret) -> (Option<ServiceConfig>, Option<String>) {
-    let v: Option<Value> = serde_json::from_str(g.expose()).ok();
-    let cfg = grants::service_config(v.as_ref());
-    let key = cfg
-        .as_ref()
-        .map(|_| crate::store::settings::grant_key(g.expose()));
-    (cfg, key)
 }
 
 /// Whether a token from a grant is used as it is: not within a minute of its expiry, or (a
@@ -207,11 +196,9 @@ impl TokenBook {
                 .and_then(|r| serde_json::from_value(r.clone()).ok()),
             // A refused grant is in `refusals`; this is a refused refresh.
             refused: refused.filter(|_| refused_grant.is_none()),
-            service: grants::service_config(s.and_then(|s| s.get("oauth_client"))),
-            service_key: s
+            service: s
                 .and_then(|s| s.get("oauth_client"))
-                .filter(|c| grants::service_config(Some(c)).is_some())
-                .map(|c| crate::store::settings::grant_key(&c.to_string())),
+                .and_then(|c| ServiceGrant::from_text(&c.to_string())),
             granted_at: None,
         }
     }
@@ -251,35 +238,32 @@ impl TokenBook {
         self.bearer_as(server, url, None).await
     }
 
-    /// [`bearer`](Self::bearer) for a server resolved with `service_grant` (its
-    /// `oauth_client` naming a grant without a browser, as the connection was resolved: a
-    /// strict save tries a configuration before `creds.json` holds it).
+    /// [`bearer`](Self::bearer) for a server resolved with a grant without a browser (its
+    /// `oauth_client` as the connection was resolved, read once: a strict save tries a
+    /// configuration before `creds.json` holds it).
     pub async fn bearer_as(
         &self,
         server: &str,
         url: &str,
-        service_grant: Option<&Secret>,
+        service: Option<&Arc<ServiceGrant>>,
     ) -> Bearer {
         let mut e = self.entry(server);
-        if let Some(g) = service_grant {
-            (e.service, e.service_key) = given_service(g);
+        if let Some(g) = service {
+            e.service = Some(g.clone());
         }
         if let Some(why) = e.refused {
             return Bearer::NeedsSignIn(why);
         }
-        if let Some(why) = self.grant_refusal(server, e.service_key.as_deref()) {
+        if let Some(why) = self.grant_refusal(server, e.service.as_deref()) {
             return Bearer::NeedsSignIn(why);
         }
         let record = e.record.filter(|r| r.belongs_to(url));
-        if e.service.is_some() {
+        if let Some(g) = e.service {
             return match record {
                 Some(rec) if grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) => {
                     Bearer::Token(Token::of(&rec, url))
                 }
-                _ => {
-                    self.grant(server, url, None, e.service, e.service_key)
-                        .await
-                }
+                _ => self.grant(server, url, None, &g).await,
             };
         }
         let Some(rec) = record else {
@@ -298,24 +282,18 @@ impl TokenBook {
         self.refused_as(server, url, sent, None).await
     }
 
-    /// [`refused`](Self::refused) for a server resolved with `service_grant` (see
+    /// [`refused`](Self::refused) for a server resolved with a grant without a browser (see
     /// [`bearer_as`](Self::bearer_as)).
     pub async fn refused_as(
         &self,
         server: &str,
         url: &str,
         sent: &str,
-        service_grant: Option<&Secret>,
+        service: Option<&Arc<ServiceGrant>>,
     ) -> Bearer {
-        let (service, key) = match service_grant {
-            Some(g) => given_service(g),
-            None => {
-                let e = self.entry(server);
-                (e.service, e.service_key)
-            }
-        };
-        if service.is_some() {
-            return self.grant(server, url, Some(sent), service, key).await;
+        let service = service.cloned().or_else(|| self.entry(server).service);
+        if let Some(g) = service {
+            return self.grant(server, url, Some(sent), &g).await;
         }
         self.refresh(server, url, sent).await
     }
@@ -328,8 +306,7 @@ impl TokenBook {
         server: &str,
         url: &str,
         stale: Option<&str>,
-        service: Option<ServiceConfig>,
-        key: Option<String>,
+        service: &ServiceGrant,
     ) -> Bearer {
         let flight = self.flight(server);
         let _one = flight.lock().await;
@@ -337,21 +314,19 @@ impl TokenBook {
         if let Some(why) = e.refused {
             return Bearer::NeedsSignIn(why);
         }
-        if let Some(why) = self.grant_refusal(server, key.as_deref()) {
+        if let Some(why) = self.grant_refusal(server, Some(service)) {
             return Bearer::NeedsSignIn(why);
         }
-        let Some(cfg) = service else {
-            return Bearer::NeedsSignIn("the server needs the user to sign in".into());
-        };
+        let cfg = &service.cfg;
         if let Some(rec) = e.record.filter(|r| r.belongs_to(url)) {
             let fresh = stale.is_none_or(|s| rec.access_token.expose() != s);
             if fresh && grant_usable(&rec, e.granted_at, crate::oauth::now_secs()) {
                 return Bearer::Token(Token::of(&rec, url));
             }
         }
-        let grant = grants::grant_name(&cfg);
+        let grant = grants::grant_name(cfg);
         let fetcher = Fetcher::new(self.0.tls.clone());
-        match grants::obtain(&fetcher, url, &cfg).await {
+        match grants::obtain(&fetcher, url, cfg).await {
             Ok(new) => {
                 tracing::info!(
                     server,
@@ -375,10 +350,7 @@ impl TokenBook {
             }
             Err(e) if e.refused() => {
                 tracing::warn!(server, grant, error = %e, "the authorization server refused the grant; the server is left out until its oauth_client settings change");
-                match key {
-                    Some(key) => self.refuse_grant(server, &e.to_string(), key),
-                    None => self.refuse(server, &e.to_string()),
-                }
+                self.refuse_grant(server, &e.to_string(), service.key.clone())
             }
             Err(e) => {
                 tracing::warn!(server, grant, error = %e, "no OAuth access token now");
@@ -445,8 +417,8 @@ impl TokenBook {
     }
 
     /// The refusal of `server`'s grant when it was for the configuration `key`.
-    fn grant_refusal(&self, server: &str, key: Option<&str>) -> Option<String> {
-        let key = key?;
+    fn grant_refusal(&self, server: &str, service: Option<&ServiceGrant>) -> Option<String> {
+        let key = service?.key.as_str();
         let r = self.0.refusals.lock().ok()?;
         r.get(server)
             .filter(|(k, _)| k == key)

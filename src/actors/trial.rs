@@ -280,9 +280,13 @@ impl Run<'_> {
         if let (ResolvedTransport::Http { url, .. }, Some(book)) =
             (&self.server.transport, &ctx.tokens)
         {
-            let grant = self.server.service_grant.as_ref();
+            let grant = self
+                .server
+                .service_grant
+                .as_ref()
+                .and_then(|g| super::grants::ServiceGrant::from_text(g.expose()));
             if let super::tokens::Bearer::Token(t) = book
-                .bearer_as(&self.server.config.name, url.as_str(), grant)
+                .bearer_as(&self.server.config.name, url.as_str(), grant.as_ref())
                 .await
             {
                 let _ = t.set_on(transport.as_ref());

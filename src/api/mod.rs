@@ -1004,7 +1004,6 @@ fn bytes_answer(parts: Vec<web::Bytes>) -> HttpResponse {
         (0..p.len())
             .step_by(SLICE)
             .map(move |i| Ok::<_, actix_web::Error>(p.slice(i..(i + SLICE).min(p.len()))))
-            .collect::<Vec<_>>()
     }));
     r.body(actix_web::body::SizedStream::new(len as u64, slices))
 }
@@ -1020,18 +1019,7 @@ const SLICE: usize = 64 * 1024;
 fn large_json(v: Value) -> HttpResponse {
     let body = web::Bytes::from(crate::protocol::json_write::to_vec(&v));
     drop(v);
-    let mut r = HttpResponse::Ok();
-    r.content_type(actix_web::http::header::ContentType::json());
-    if body.len() <= SLICE {
-        return r.body(body);
-    }
-    let len = body.len() as u64;
-    let slices = futures_util::stream::iter(
-        (0..body.len())
-            .step_by(SLICE)
-            .map(move |i| Ok::<_, actix_web::Error>(body.slice(i..(i + SLICE).min(body.len())))),
-    );
-    r.body(actix_web::body::SizedStream::new(len, slices))
+    bytes_answer(vec![body])
 }
 
 fn call_error(e: CallError) -> ApiError {

@@ -572,24 +572,20 @@ pub async fn patch_settings(
     if let Some(book) = &state.tokens {
         // Whatever the change did to a server's tokens (a sign-out, a deletion), the book
         // reads them again.
-        let named = patch
-            .get("secrets")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flat_map(|m| m.keys());
-        for n in edited.deleted.iter().chain(&edited.tried).chain(named) {
+        // A deleted or signed-out server's refused grant is asked again when it comes back.
+        for n in &edited.deleted {
+            book.forget(n);
+            book.clear_refusal(n);
+        }
+        for n in &edited.tried {
             book.forget(n);
         }
-        // A deleted or signed-out server's refused grant is asked again when it comes back.
-        let signed_out = patch
-            .get("secrets")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter(|(_, s)| s.get("oauth").is_some_and(Value::is_null))
-            .map(|(n, _)| n);
-        for n in edited.deleted.iter().chain(signed_out) {
-            book.clear_refusal(n);
+        let secrets = patch.get("secrets").and_then(Value::as_object);
+        for (n, s) in secrets.into_iter().flatten() {
+            book.forget(n);
+            if s.get("oauth").is_some_and(Value::is_null) {
+                book.clear_refusal(n);
+            }
         }
     }
     let mut tested = Map::new();

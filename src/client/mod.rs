@@ -676,12 +676,12 @@ fn continuation(result: &Value, elicitation: Elicitation) -> Result<Option<Conti
 /// error.
 const SHOWN_NAME_CHARS: usize = 64;
 
-/// A server-chosen name as an error shows it: quoted, without control characters, cut to
-/// 64 characters.
+/// A server-chosen name as an error shows it: quoted, without the characters albedo never
+/// shows from a server ([`crate::protocol::text::unsafe_char`]), cut to 64 characters.
 fn shown(name: &str) -> String {
     let cut: String = name
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|&c| !crate::protocol::text::unsafe_char(c))
         .take(SHOWN_NAME_CHARS)
         .collect();
     format!("{cut:?}")

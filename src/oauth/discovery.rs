@@ -79,6 +79,16 @@ impl AuthServerMetadata {
             .is_some_and(|a| a.iter().any(|a| a == "ES256"))
     }
 
+    /// A fresh DPoP key when the server takes DPoP (see [`takes_dpop`](Self::takes_dpop)).
+    pub fn dpop_key(&self) -> Result<Option<super::jws::DpopKey>, OAuthError> {
+        if !self.takes_dpop() {
+            return Ok(None);
+        }
+        super::jws::DpopKey::generate()
+            .map(Some)
+            .map_err(|e| OAuthError::Key(e.to_string()))
+    }
+
     /// Whether the server lists `grant` in `grant_types_supported`.
     pub fn lists_grant(&self, grant: &str) -> bool {
         self.grant_types_supported

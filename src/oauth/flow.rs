@@ -157,11 +157,7 @@ pub fn begin(
         scopes,
         token_endpoint: disc.auth_server.token_endpoint.clone(),
         client,
-        dpop: if disc.auth_server.takes_dpop() {
-            Some(DpopKey::generate().map_err(|e| OAuthError::Key(e.to_string()))?)
-        } else {
-            None
-        },
+        dpop: disc.auth_server.dpop_key()?,
     })
 }
 
@@ -287,9 +283,10 @@ pub(crate) fn read_granted(reply: &Reply) -> Result<Granted, OAuthError> {
     })
 }
 
-/// A token answer with `token_type` DPoP when no proof was sent is not usable.
-fn check_binding(g: &Granted, dpop: Option<&DpopKey>) -> Result<(), OAuthError> {
-    if g.token_type == "DPoP" && dpop.is_none() {
+/// A token answer with `token_type` DPoP (any case, RFC 6749 §7.1) when no proof was sent
+/// is not usable.
+pub(super) fn check_binding(g: &Granted, dpop: Option<&DpopKey>) -> Result<(), OAuthError> {
+    if g.token_type.eq_ignore_ascii_case("dpop") && dpop.is_none() {
         return Err(OAuthError::BadTokenResponse(
             "token_type DPoP, but no DPoP proof was sent".into(),
         ));
@@ -297,7 +294,7 @@ fn check_binding(g: &Granted, dpop: Option<&DpopKey>) -> Result<(), OAuthError> 
     Ok(())
 }
 
-fn token_url(endpoint: &str) -> Result<Url, OAuthError> {
+pub(super) fn token_url(endpoint: &str) -> Result<Url, OAuthError> {
     Url::parse(endpoint).map_err(|e| OAuthError::BadDocument {
         url: shown_str(endpoint),
         reason: format!("the token endpoint is not a URL ({e})"),

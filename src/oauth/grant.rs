@@ -16,7 +16,7 @@
 //! and the tokens are kept (the caller reads and stores them).
 
 use super::client::{AuthMethod, ClientRecord, ClientSource};
-use super::fetch::{shown_str, Fetcher, Reply};
+use super::fetch::{Fetcher, Reply};
 use super::jws::{DpopKey, SigningKey};
 use super::record::TokenRecord;
 use super::{now_secs, scope, server_text, OAuthError, Sensitive};
@@ -51,6 +51,19 @@ pub enum ClientAuth {
 }
 
 impl ClientAuth {
+    /// A client with a secret: `client_secret_post` when it is the method the server's
+    /// `token_endpoint_auth_methods_supported` (`listed`) calls for, else Basic.
+    pub fn with_secret(
+        listed: Option<&[String]>,
+        client_id: String,
+        secret: Sensitive,
+    ) -> ClientAuth {
+        match super::client::choose_auth_method(listed, true) {
+            AuthMethod::ClientSecretPost => ClientAuth::Post { client_id, secret },
+            _ => ClientAuth::Basic { client_id, secret },
+        }
+    }
+
     pub fn client_id(&self) -> Option<&str> {
         match self {
             ClientAuth::None { client_id } => client_id.as_deref(),
@@ -147,13 +160,6 @@ pub struct Target<'a> {
     /// The RFC 8707 `resource`.
     pub resource: &'a str,
     pub scopes: &'a [String],
-}
-
-fn token_url(endpoint: &str) -> Result<Url, OAuthError> {
-    Url::parse(endpoint).map_err(|e| OAuthError::BadDocument {
-        url: shown_str(endpoint),
-        reason: format!("the token endpoint is not a URL ({e})"),
-    })
 }
 
 /// A token endpoint's refusal: its `error` and `error_description`, cleaned.
@@ -256,7 +262,7 @@ pub async fn request_token(
     grant: &Grant,
     dpop: Option<&DpopKey>,
 ) -> Result<TokenRecord, OAuthError> {
-    let url = token_url(target.token_endpoint)?;
+    let url = super::flow::token_url(target.token_endpoint)?;
     let mut form: Vec<(&'static str, String)> = vec![("grant_type", grant.grant_type().into())];
     if let Grant::JwtBearer { assertion } = grant {
         form.push(("assertion", assertion.expose().to_owned()));
@@ -284,12 +290,8 @@ pub async fn request_token(
         });
     }
     let g = super::flow::read_granted(&reply)?;
+    super::flow::check_binding(&g, dpop)?;
     let bound = g.token_type.eq_ignore_ascii_case("dpop");
-    if bound && dpop.is_none() {
-        return Err(OAuthError::BadTokenResponse(
-            "token_type DPoP, but no DPoP proof was sent".into(),
-        ));
-    }
     let now = now_secs();
     // A service's identity, when its token says (a JWT access token of the issuer).
     let account = super::identity::account(
@@ -344,7 +346,7 @@ pub async fn exchange_identity(
     resource: &str,
     scopes: &[String],
 ) -> Result<Sensitive, OAuthError> {
-    let url = token_url(x.idp_token_endpoint)?;
+    let url = super::flow::token_url(x.idp_token_endpoint)?;
     let mut form: Vec<(&'static str, String)> = vec![
         ("grant_type", GRANT_TOKEN_EXCHANGE.into()),
         ("requested_token_type", TOKEN_TYPE_ID_JAG.into()),

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 /// What albedo reads off a result without parsing it into a tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,12 +35,13 @@ impl ResultHead {
     }
 }
 
-/// A `result`, kept as the text the server sent. Cloning it shares the text.
+/// A `result`, kept as the text the server sent. Cloning it shares the text (and copies the
+/// head, once read).
 #[derive(Clone)]
 pub struct ResultText {
     /// JSON text, UTF-8 (checked when it was parsed or made).
     text: Bytes,
-    head: Arc<OnceLock<ResultHead>>,
+    head: OnceLock<ResultHead>,
 }
 
 impl ResultText {
@@ -53,7 +54,7 @@ impl ResultText {
     fn of(text: Bytes) -> ResultText {
         ResultText {
             text,
-            head: Arc::new(OnceLock::new()),
+            head: OnceLock::new(),
         }
     }
 

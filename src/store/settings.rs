@@ -758,6 +758,11 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Whether `oauth_client`'s `grant` is one albedo runs without a browser.
+pub fn is_service_grant(grant: &str) -> bool {
+    matches!(grant, "client_credentials" | "jwt_bearer")
+}
+
 /// A short digest of a server's `oauth_client` JSON text, naming that grant configuration
 /// (a refusal is kept for the configuration it was made to; never shown, so a secret in the
 /// text cannot be read back from it).
@@ -913,10 +918,9 @@ pub fn resolve(
         .and_then(|m| m.get(name))
         .and_then(|s| s.get("oauth_client"))
         .filter(|c| {
-            matches!(
-                c.get("grant").and_then(Value::as_str),
-                Some("client_credentials" | "jwt_bearer")
-            )
+            c.get("grant")
+                .and_then(Value::as_str)
+                .is_some_and(is_service_grant)
         })
         .filter(|_| matches!(transport, ResolvedTransport::Http { .. }))
         .map(|c| Secret(c.to_string()));

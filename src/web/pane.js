@@ -175,7 +175,7 @@ function renderServers() {
         el("button", { type: "button", class: "danger", "data-key": `really-delete:${name}`,
           "aria-describedby": `confirm-${name}`, text: "Delete", onclick: () => removeServer(name) }),
         el("button", { type: "button", "data-key": `keep:${name}`, text: "Keep it",
-          onclick: () => { confirming = null; keepFocus(renderServers); focusKey(`delete:${name}`); } }));
+          onclick: () => { confirming = null; renderServers(); focusKey(`delete:${name}`); } }));
     } else {
       actions.append(
         el("button", { type: "button", "data-key": `edit:${name}`, "aria-label": `Edit ${name}`,
@@ -233,7 +233,7 @@ async function loginsFor(s) {
 }
 
 async function readLogin(name) {
-  const r = await req("GET", `/auth/logins/mcp:${encodeURIComponent(name)}`);
+  const r = await req("GET", loginPath(name));
   if (r.ok) logins[name] = r.json;
   else if (r.status === 404) delete logins[name];
 }

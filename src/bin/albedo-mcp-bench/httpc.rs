@@ -42,12 +42,9 @@ impl Conn {
     /// Through the daemon's Unix socket at `path`, with no token.
     pub fn unix(path: PathBuf) -> Conn {
         Conn {
-            addr: "localhost".to_owned(),
             socket: Some(path),
             auth: Vec::new(),
-            stream: None,
-            buf: Vec::with_capacity(16 * 1024),
-            req: Vec::with_capacity(1024),
+            ..Conn::new("localhost", "")
         }
     }
 

@@ -603,19 +603,21 @@ impl Bench {
             return;
         };
         let socket = d.home.join("albedo.sock");
+        let mut ways = vec![(API, None)];
+        if socket.exists() {
+            ways.push((API_SOCKET, Some(&socket)));
+        } else {
+            self.fail(format!(
+                "the daemon opened no socket at {}",
+                socket.display()
+            ));
+        }
         for (scenario, tool) in [
             ("roundtrip_stdio", "mcp__bench__echo"),
             ("roundtrip_http", "mcp__benchhttp__echo"),
         ] {
             let path = format!("/sessions/{id}/tools/{tool}/call");
-            for (who, via) in [(API, None), (API_SOCKET, Some(&socket))] {
-                if via.is_some_and(|s| !s.exists()) {
-                    self.fail(format!(
-                        "the daemon opened no socket at {}",
-                        socket.display()
-                    ));
-                    continue;
-                }
+            for &(who, via) in &ways {
                 for c in self.sizes.levels.clone() {
                     let r = self.api_load_via(
                         &d,

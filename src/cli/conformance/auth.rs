@@ -33,12 +33,11 @@ use crate::client::handshake::HandshakeError;
 use crate::client::RpcError;
 use crate::oauth::flow;
 use crate::oauth::grant::{self, ClientAuth, Grant, IdentityExchange, Target};
-use crate::oauth::jws::{DpopKey, SigningKey};
+use crate::oauth::jws::SigningKey;
 use crate::oauth::{
     client, discovery, scope, Challenge, ClientRecord, ClientSource, ConfiguredClient, Discovery,
     Fetcher, OAuthError, Sensitive, TokenRecord, DEFAULT_REDIRECT_URI,
 };
-use crate::store::settings::Secret;
 use crate::transport::http::HttpTransport;
 use crate::transport::TransportError;
 use serde_json::Value;
@@ -104,15 +103,18 @@ pub struct Attempt {
     stepped_up: bool,
 }
 
+/// A non-empty string the scenario's context gives under `k`.
+fn context_str(context: Option<&Value>, k: &str) -> Option<String> {
+    context
+        .and_then(|c| c.get(k))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
 /// The client credentials a scenario's context gives.
 pub fn configured_client(context: Option<&Value>) -> ConfiguredClient {
-    let get = |k: &str| {
-        context
-            .and_then(|c| c.get(k))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-    };
+    let get = |k: &str| context_str(context, k);
     ConfiguredClient {
         client_id: get("client_id"),
         client_secret: get("client_secret").map(Sensitive::new),
@@ -151,13 +153,7 @@ pub enum Service {
 
 /// The service grant a scenario's context configures, if any; an unusable key is an error.
 pub fn service(context: Option<&Value>) -> Result<Option<Service>, String> {
-    let get = |k: &str| {
-        context
-            .and_then(|c| c.get(k))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-    };
+    let get = |k: &str| context_str(context, k);
     if let Some(pem) = get("private_key_pem") {
         let key = SigningKey::from_pem(&pem).map_err(|e| e.to_string())?;
         let client_id = get("client_id").ok_or("private_key_pem comes without a client_id")?;
@@ -282,12 +278,9 @@ impl Auth {
     }
 
     fn use_record(&mut self, r: TokenRecord) -> Result<(), String> {
-        let token = Secret::new(r.access_token.expose());
-        match r.dpop_prover(&self.server_url) {
-            Some(prover) => self.transport.set_dpop(token, Arc::new(prover)),
-            None => self.transport.set_bearer(Some(token)),
-        }
-        .map_err(|e| e.to_string())?;
+        crate::actors::tokens::Token::of(&r, &self.server_url)
+            .set_on(self.transport.as_ref())
+            .map_err(|e| e.to_string())?;
         self.record = Some(r);
         Ok(())
     }
@@ -409,11 +402,7 @@ impl Auth {
             resource: &disc.resource,
             scopes: &scopes,
         };
-        let dpop = if disc.auth_server.takes_dpop() {
-            Some(DpopKey::generate().map_err(|e| OAuthError::Key(e.to_string()))?)
-        } else {
-            None
-        };
+        let dpop = disc.auth_server.dpop_key()?;
         let (client, grant) = match service {
             Service::Secret {
                 client_id,
@@ -484,21 +473,13 @@ impl Auth {
 
 /// `client_secret_basic` unless the authorization server lists only `client_secret_post`.
 fn secret_auth(disc: &Discovery, client_id: &str, secret: &Sensitive) -> ClientAuth {
-    match client::choose_auth_method(
+    ClientAuth::with_secret(
         disc.auth_server
             .token_endpoint_auth_methods_supported
             .as_deref(),
-        true,
-    ) {
-        crate::oauth::AuthMethod::ClientSecretPost => ClientAuth::Post {
-            client_id: client_id.to_owned(),
-            secret: secret.clone(),
-        },
-        _ => ClientAuth::Basic {
-            client_id: client_id.to_owned(),
-            secret: secret.clone(),
-        },
-    }
+        client_id.to_owned(),
+        secret.clone(),
+    )
 }
 
 fn client_method(c: &ClientAuth) -> &'static str {

@@ -101,8 +101,8 @@ impl Ctx {
                 req = req.insert_header((AUTHORIZATION, v));
             }
             // A fresh proof per request (RFC 9449 §7.1), for its method, with the nonce.
-            let nonce = self.shared.dpop_nonce();
-            if let Some(proof) = dpop.and_then(|p| p(method.as_str(), nonce.as_deref())) {
+            let proof = dpop.and_then(|p| p(method.as_str(), self.shared.dpop_nonce().as_deref()));
+            if let Some(proof) = proof {
                 if let Ok(mut v) = HeaderValue::from_str(&proof) {
                     v.set_sensitive(true);
                     req = req.insert_header((HeaderName::from_static("dpop"), v));

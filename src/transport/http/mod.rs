@@ -270,7 +270,7 @@ impl Shared {
     /// Keep a response's `DPoP-Nonce` (only while a DPoP token is in use). Answers whether
     /// it is a nonce the proofs did not carry yet.
     fn keep_dpop_nonce(&self, headers: &awc::http::header::HeaderMap) -> bool {
-        if self.dpop().is_none() {
+        if self.dpop.lock().map_or(true, |g| g.is_none()) {
             return false;
         }
         let Some(n) = headers
