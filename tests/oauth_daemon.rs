@@ -28,22 +28,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use url::Url;
 
-/// The daemon's API, keeping every answer's text (to look for secrets in it).
 /// The API, keeping every answer's text (to look for secrets in it).
-struct Api<'a>(Recorded<'a>);
+type Api<'a> = Recorded<'a>;
 
-impl<'a> std::ops::Deref for Api<'a> {
-    type Target = Recorded<'a>;
-    fn deref(&self) -> &Recorded<'a> {
-        &self.0
-    }
-}
-
-impl<'a> Api<'a> {
-    fn new(d: &'a Daemon) -> Api<'a> {
-        Api(Recorded::new(d))
-    }
-
+impl Recorded<'_> {
     fn patch(&self, body: Value) -> Value {
         let (st, v) = self.req("PATCH", "/settings/mcp", Some(body));
         assert_eq!(st, 200, "PATCH /settings/mcp: {v}");
@@ -963,7 +951,7 @@ fn tokens_survive_a_restart_and_the_rotated_refresh_token_is_the_one_kept() {
     // Refresh tokens rotate: the one a refresh granted must be the one creds.json keeps, or
     // the next refresh after a restart presents a dead one.
     let peer = fastmcp_oauth(&["--token-ttl", "70"]);
-    let mut d = empty_daemon();
+    let d = empty_daemon();
     {
         let api = Api::new(&d);
         api.add("fm", &peer.url);
@@ -990,10 +978,7 @@ fn tokens_survive_a_restart_and_the_rotated_refresh_token_is_the_one_kept() {
         );
         nothing_leaked(&api, Some(&peer), &[]);
     }
-    let home = std::mem::replace(&mut d.home, tempfile::tempdir().unwrap());
-    assert_eq!(d.stop(15), Some(0));
-    drop(d);
-    let d = Daemon::start_in(home, &[]);
+    let d = d.restart();
     let api = Api::new(&d);
     assert_eq!(api.auth("fm")["state"], "signed_in");
     let (id, _) = api.session();

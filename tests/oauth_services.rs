@@ -40,20 +40,9 @@ fn peer(extra: &[&str]) -> HttpPeer {
 }
 
 /// The API, keeping every answer's text (to look for secrets in it).
-struct Api<'a>(Recorded<'a>);
+type Api<'a> = Recorded<'a>;
 
-impl<'a> std::ops::Deref for Api<'a> {
-    type Target = Recorded<'a>;
-    fn deref(&self) -> &Recorded<'a> {
-        &self.0
-    }
-}
-
-impl<'a> Api<'a> {
-    fn new(d: &'a Daemon) -> Api<'a> {
-        Api(Recorded::new(d))
-    }
-
+impl Recorded<'_> {
     fn patch(&self, body: Value) -> (u16, Value) {
         self.req("PATCH", "/settings/mcp", Some(body))
     }
@@ -183,7 +172,7 @@ fn client_credentials_serve_calls_without_a_sign_in_and_renew_once_for_concurren
 #[test]
 fn a_refused_grant_leaves_the_server_out_with_the_reason_and_is_not_tried_again() {
     let peer = peer(&["--refuse-client", "svc-client"]);
-    let mut d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
     let api = Api::new(&d);
     let v = save(&api, &peer.url, SECRET);
     assert_eq!(v["tested"]["cc"]["state"], "needs_sign_in", "{v}");
@@ -233,10 +222,7 @@ fn a_refused_grant_leaves_the_server_out_with_the_reason_and_is_not_tried_again(
         "asked again on the same configuration"
     );
     nothing_leaked(&api, &peer);
-    let home = std::mem::replace(&mut d.home, tempfile::tempdir().unwrap());
-    assert_eq!(d.stop(15), Some(0));
-    drop(d);
-    let d = Daemon::start_in(home, &[]);
+    let d = d.restart();
     let api = Api::new(&d);
     let id = api.session();
     let (st, v) = api.call(&id, json!({"message": "x"}));
@@ -607,7 +593,7 @@ fn a_dpop_key_is_kept_with_its_token_across_a_restart() {
     // restart the daemon uses the stored token with the stored key (a new key would make
     // every proof bad), and asks for no new token.
     let peer = peer(&["--dpop", "--token-ttl", "3600"]);
-    let mut d = Daemon::start(json!({"enabled": {"mcp": true}}));
+    let d = Daemon::start(json!({"enabled": {"mcp": true}}));
     let api = Api::new(&d);
     let v = save(&api, &peer.url, SECRET);
     assert_eq!(v["tested"]["cc"]["state"], "connected", "{v}\n{}", d.log());
@@ -619,10 +605,7 @@ fn a_dpop_key_is_kept_with_its_token_across_a_restart() {
     }));
     let (grants, ok) = (count(&peer, "grants"), count(&peer, "dpop_ok"));
     drop(api);
-    let home = std::mem::replace(&mut d.home, tempfile::tempdir().unwrap());
-    assert_eq!(d.stop(15), Some(0));
-    drop(d);
-    let d = Daemon::start_in(home, &[]);
+    let d = d.restart();
     let api = Api::new(&d);
     let id = api.session();
     let (st, v) = api.call(&id, json!({"message": "after"}));

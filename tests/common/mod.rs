@@ -186,6 +186,14 @@ impl Daemon {
     }
 
     /// Stop the daemon with a signal and wait for it; returns the exit status code.
+    /// Stop with SIGTERM (it must exit 0) and start again on the same home.
+    pub fn restart(mut self) -> Daemon {
+        let home = std::mem::replace(&mut self.home, tempfile::tempdir().unwrap());
+        assert_eq!(self.stop(15), Some(0), "the daemon did not stop cleanly");
+        drop(self);
+        Daemon::start_in(home, &[])
+    }
+
     pub fn stop(&mut self, signal: i32) -> Option<i32> {
         let mut child = self.child.take()?;
         unsafe {
