@@ -341,7 +341,7 @@ struct Link {
     ctx: ConnContext,
     /// Cleans everything the server says before it leaves the connection.
     redact: Redactor,
-    client: RefCell<Option<(McpClient, ServerHello)>>,
+    client: RefCell<Option<(McpClient, Rc<ServerHello>)>>,
     dial_lock: tokio::sync::Mutex<()>,
     events: mpsc::UnboundedSender<ClientEvent>,
     state: RefCell<LinkState>,
@@ -431,7 +431,7 @@ impl Link {
         }
     }
 
-    fn current(&self) -> Option<(McpClient, ServerHello)> {
+    fn current(&self) -> Option<(McpClient, Rc<ServerHello>)> {
         let g = self.client.borrow();
         match g.as_ref() {
             Some((c, h)) if !c.is_closed() => Some((c.clone(), h.clone())),
@@ -455,7 +455,7 @@ impl Link {
     }
 
     /// The live client, dialling if there is none (one dial at a time).
-    async fn client(self: &Rc<Self>) -> Result<(McpClient, ServerHello), HandshakeError> {
+    async fn client(self: &Rc<Self>) -> Result<(McpClient, Rc<ServerHello>), HandshakeError> {
         if let Some(c) = self.current() {
             return Ok(c);
         }
@@ -486,6 +486,7 @@ impl Link {
         self.dials.set(self.dials.get().wrapping_add(1));
         match dialled {
             Ok((c, h)) => {
+                let h = Rc::new(h);
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
                 self.set_state(LinkState::Connected);
                 *self.last_error.borrow_mut() = None;

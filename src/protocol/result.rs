@@ -9,7 +9,6 @@
 //! Owns: the result's text and its head. Must not touch: anything but `serde_json`.
 
 use bytes::Bytes;
-use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -132,53 +131,210 @@ impl Serialize for ResultText {
     }
 }
 
+/// The head in one pass over the result's top level, without deserializing anything but a
+/// `resultType`'s value. The text is JSON already (checked when it was parsed or made), so
+/// this only finds where each top-level value ends: a string's end with `memchr` (a 10 MiB
+/// text is crossed at memory speed, where serde's `IgnoredAny` checked every byte again),
+/// a nested value's by counting brackets outside strings. Text that is not JSON after all
+/// gives the default head, as a failed parse did.
 fn read_head(text: &[u8]) -> ResultHead {
-    if !text.starts_with(b"{") {
-        return ResultHead::default();
-    }
-    let mut de = serde_json::Deserializer::from_slice(text);
-    serde::Deserializer::deserialize_map(&mut de, HeadVisitor).unwrap_or_default()
+    scan_head(text).unwrap_or_default()
 }
 
-struct HeadVisitor;
-
-impl<'de> Visitor<'de> for HeadVisitor {
-    type Value = ResultHead;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
+fn scan_head(t: &[u8]) -> Option<ResultHead> {
+    let mut i = skip_ws(t, 0);
+    if t.get(i) != Some(&b'{') {
+        return Some(ResultHead::default());
     }
+    let mut head = ResultHead {
+        object: true,
+        ..ResultHead::default()
+    };
+    i = skip_ws(t, i + 1);
+    if t.get(i) == Some(&b'}') {
+        return Some(head);
+    }
+    loop {
+        if t.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(t, i)?;
+        let key = &t[i..key_end];
+        i = skip_ws(t, key_end);
+        if t.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(t, i + 1);
+        let value_end = value_end(t, i)?;
+        if key_is(key, "resultType") {
+            head.result_type = serde_json::from_slice::<String>(&t[i..value_end]).ok();
+        } else if key_is(key, "outcome") {
+            head.outcome_key = true;
+        }
+        i = skip_ws(t, value_end);
+        match t.get(i)? {
+            b',' => i = skip_ws(t, i + 1),
+            b'}' => return Some(head),
+            _ => return None,
+        }
+    }
+}
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResultHead, A::Error> {
-        let mut head = ResultHead {
-            object: true,
-            ..ResultHead::default()
-        };
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match key.as_ref() {
-                "resultType" => {
-                    head.result_type = match map.next_value::<Value>()? {
-                        Value::String(s) => Some(s),
-                        _ => None,
+fn skip_ws(t: &[u8], mut i: usize) -> usize {
+    while matches!(t.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// `quoted` (a JSON string with its quotes) is `name`; escapes are read only when present.
+fn key_is(quoted: &[u8], name: &str) -> bool {
+    let inner = &quoted[1..quoted.len() - 1];
+    if inner.contains(&b'\\') {
+        serde_json::from_slice::<String>(quoted).is_ok_and(|k| k == name)
+    } else {
+        inner == name.as_bytes()
+    }
+}
+
+/// The index just past the string that starts at `t[i]` (a quote).
+fn string_end(t: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        let k = j + memchr::memchr2(b'"', b'\\', t.get(j..)?)?;
+        if t[k] == b'"' {
+            return Some(k + 1);
+        }
+        j = k + 2;
+    }
+}
+
+/// The index just past the value that starts at `t[i]`.
+fn value_end(t: &[u8], i: usize) -> Option<usize> {
+    match t.get(i)? {
+        b'"' => string_end(t, i),
+        b'{' | b'[' => {
+            let (mut depth, mut j) = (0usize, i);
+            loop {
+                match t.get(j)? {
+                    b'"' => {
+                        j = string_end(t, j)?;
+                        continue;
                     }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
                 }
-                "outcome" => {
-                    head.outcome_key = true;
-                    map.next_value::<IgnoredAny>()?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                j += 1;
             }
         }
-        Ok(head)
+        _ => {
+            // A number, `true`, `false` or `null`.
+            let len = t[i..]
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(t.len() - i);
+            (len > 0).then_some(i + len)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::de::{IgnoredAny, MapAccess, Visitor};
     use serde_json::json;
+
+    /// The head as serde reads it (what `read_head` did before it scanned): the reference.
+    fn serde_head(text: &[u8]) -> ResultHead {
+        if !text.starts_with(b"{") {
+            return ResultHead::default();
+        }
+        let mut de = serde_json::Deserializer::from_slice(text);
+        serde::Deserializer::deserialize_map(&mut de, HeadVisitor).unwrap_or_default()
+    }
+
+    struct HeadVisitor;
+
+    impl<'de> Visitor<'de> for HeadVisitor {
+        type Value = ResultHead;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResultHead, A::Error> {
+            let mut head = ResultHead {
+                object: true,
+                ..ResultHead::default()
+            };
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                match key.as_ref() {
+                    "resultType" => {
+                        head.result_type = match map.next_value::<Value>()? {
+                            Value::String(s) => Some(s),
+                            _ => None,
+                        }
+                    }
+                    "outcome" => {
+                        head.outcome_key = true;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(head)
+        }
+    }
+
+    #[test]
+    fn the_scanned_head_is_the_one_serde_reads() {
+        let cases = [
+            r#"{}"#,
+            r#"{ }"#,
+            r#"{"a":1}"#,
+            r#"{"content":[{"type":"text","text":"a \"}] { [ \\"}],"resultType":"complete"}"#,
+            r#"{"resultType":"input_required","resultType":5}"#,
+            r#"{"resultType":5,"resultType":"incomplete"}"#,
+            r#"{"result\u0054ype":"escaped","outc\u006fme":true}"#,
+            r#"{ "outcome" : null , "x" : [ 1 , 2.5e3 , -0 , true , false , { "y" : [ ] } ] }"#,
+            r#"{"s":"\\","t":"\\\"","resultType":"a\"b"}"#,
+            r#"{"n":{"resultType":"inner","outcome":1},"m":[{"outcome":2}]}"#,
+            r#"{"é":"ü","resultType":"ok"}"#,
+            r#"{"a":1e5}"#,
+            r#"[{"outcome":1}]"#,
+            r#""{\"outcome\":1}""#,
+            r#"12"#,
+            r#"null"#,
+        ];
+        for c in cases {
+            assert!(serde_json::from_str::<Value>(c).is_ok(), "not JSON: {c}");
+            assert_eq!(read_head(c.as_bytes()), serde_head(c.as_bytes()), "{c}");
+        }
+        // Not JSON after all: no panic, the default head, as a failed parse gave.
+        for c in [
+            r#"{"a":"#,
+            r#"{"a":1"#,
+            r#"{"a" 1}"#,
+            r#"{"a":[}"#,
+            r#"{"a":"\"#,
+            r#"{]"#,
+        ] {
+            assert_eq!(read_head(c.as_bytes()), ResultHead::default(), "{c}");
+        }
+        let big = format!(
+            r#"{{"content":[{{"type":"text","text":"{}"}}],"outcome":0}}"#,
+            "x".repeat(1 << 20)
+        );
+        assert_eq!(read_head(big.as_bytes()), serde_head(big.as_bytes()));
+    }
 
     fn text(s: &str) -> ResultText {
         ResultText::new(RawValue::from_string(s.to_owned()).unwrap())
