@@ -11,6 +11,7 @@
 pub mod gate;
 pub mod http;
 pub mod launcher;
+pub mod spare;
 pub mod sse;
 pub mod stderr;
 pub mod stdio;

@@ -183,7 +183,7 @@ impl SseParser {
             }
             return;
         }
-        self.line.extend_from_slice(part);
+        super::spare::extend(&mut self.line, part);
         if self.line.len() > MAX_ID_LINE && self.line.starts_with(b"id:") {
             let space = usize::from(self.line.get(3) == Some(&b' '));
             self.long_id = Some(self.line.len() - 3 - space);
@@ -216,6 +216,10 @@ impl SseParser {
             return;
         }
         let mut line = self.line.split();
+        if line.len() >= super::spare::LARGE {
+            // No view of a large line's buffer stays here (see `dispatch`).
+            self.line = BytesMut::new();
+        }
         if line.is_empty() {
             self.dispatch();
             return;
@@ -285,12 +289,13 @@ impl SseParser {
             return;
         }
         // Data lines are joined with `\n`, with none after the last.
-        let data = std::mem::take(&mut self.data);
+        let data = std::mem::take(&mut self.data).freeze();
+        super::spare::keep(&data);
         self.has_data = false;
         self.ready.push_back(SseItem::Event(SseEvent {
             id: self.event_id.take(),
             event: self.event_type.take(),
-            data: data.freeze(),
+            data,
         }));
     }
 }

@@ -17,6 +17,7 @@
 //! requests go through [`super::gate`] (100/s, burst 200; a flood closes the connection).
 
 use super::gate::{Admit, RequestLimiter};
+use super::spare;
 use super::stderr::StderrCapture;
 use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
@@ -379,13 +380,13 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
             match memchr::memchr(b'\n', available) {
                 Some(i) => {
                     if !skipping {
-                        line.extend_from_slice(&available[..i]);
+                        spare::extend(&mut line, &available[..i]);
                     }
                     (true, i + 1)
                 }
                 None => {
                     if !skipping {
-                        line.extend_from_slice(available);
+                        spare::extend(&mut line, available);
                     }
                     (false, available.len())
                 }
@@ -410,12 +411,15 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
                 continue;
             }
             let bytes = line.split().freeze();
+            // A large line's buffer is not kept here (the thread's spare keeps it once the
+            // line is done with), nor is a large remainder.
+            if bytes.len() >= spare::LARGE || line.capacity() > 1 << 20 {
+                line = BytesMut::new();
+            }
+            spare::keep(&bytes);
             handle_line(bytes, link, &mut limiter);
             if link.overran.load(Ordering::Acquire) {
                 return; // closed: stop reading (the server's writes now fail)
-            }
-            if line.capacity() > 1 << 20 {
-                line = BytesMut::new();
             }
         }
     }

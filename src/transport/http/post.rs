@@ -10,10 +10,11 @@ use super::resume::read_request_stream;
 use super::session::{capture_session, read_refusal, send_error};
 use super::{content_type, EVENT_STREAM};
 use crate::protocol::jsonrpc::{self, Message, RequestId, MAX_MESSAGE_BYTES};
-use crate::transport::{Inbound, OutKind, Outbound, TransportError};
+use crate::transport::{spare, Inbound, OutKind, Outbound, TransportError};
 use awc::error::{PayloadError, SendRequestError};
 use awc::http::header::{ACCEPT, CONTENT_TYPE};
 use awc::http::{Method, StatusCode};
+use futures_util::StreamExt;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
@@ -140,13 +141,38 @@ async fn request_outcome(
     }
 }
 
+/// A JSON answer's body, at most [`MAX_MESSAGE_BYTES`]: read into a buffer of its
+/// `Content-Length` (the thread's spare for a large one, [`spare`]), so that a large body is
+/// neither grown by doubling nor faulted into fresh pages.
+async fn read_body(resp: &mut awc::ClientResponse) -> Result<bytes::Bytes, PayloadError> {
+    let declared = resp
+        .headers()
+        .get(awc::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_MESSAGE_BYTES as u64) {
+        return Err(PayloadError::Overflow);
+    }
+    let mut buf = spare::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(chunk) = resp.next().await {
+        let chunk = chunk?;
+        if buf.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            return Err(PayloadError::Overflow);
+        }
+        spare::extend(&mut buf, &chunk);
+    }
+    let body = buf.freeze();
+    spare::keep(&body);
+    Ok(body)
+}
+
 async fn read_json_reply(
     ctx: &Rc<Ctx>,
     id: &RequestId,
     mut resp: awc::ClientResponse,
 ) -> Result<(), TransportError> {
     let ct = content_type(&resp);
-    let body = match resp.body().limit(MAX_MESSAGE_BYTES).await {
+    let body = match read_body(&mut resp).await {
         Ok(b) => b,
         Err(PayloadError::Overflow) => {
             ctx.shared.stats.oversized.fetch_add(1, Ordering::Relaxed);
