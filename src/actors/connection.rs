@@ -346,9 +346,6 @@ struct Link {
     events: mpsc::UnboundedSender<ClientEvent>,
     state: RefCell<LinkState>,
     last_error: RefCell<Option<String>>,
-    /// Why the token book gave no token at this dial (a refused refresh or grant): the
-    /// dial's error says that rather than the bare 401.
-    auth_reason: RefCell<Option<String>>,
     /// The server's grant without a browser, read once from its resolved `oauth_client`.
     service: Option<Arc<super::grants::ServiceGrant>>,
     headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
@@ -397,7 +394,6 @@ impl Link {
             events,
             state: RefCell::new(LinkState::Idle),
             last_error: RefCell::new(None),
-            auth_reason: RefCell::new(None),
             service,
             headers: RefCell::new(HashMap::new()),
             ignored: std::cell::Cell::new(0),
@@ -473,8 +469,6 @@ impl Link {
         }
         self.drop_client();
         self.set_state(LinkState::Connecting);
-        // A reason left by a call's token check is not this dial's.
-        self.auth_reason.take();
         // A dial given up half-way (its caller timed out) leaves the link unavailable,
         // not "connecting" for ever.
         let mut unfinished = DialGuard(self, true);
@@ -499,11 +493,12 @@ impl Link {
                 } else {
                     LinkState::Unavailable
                 });
-                let why = self
-                    .auth_reason
-                    .take()
-                    .filter(|_| matches!(e, HandshakeError::NeedsAuth { .. }))
-                    .unwrap_or_else(|| e.to_string());
+                let why = match &e {
+                    HandshakeError::NeedsAuth {
+                        reason: Some(r), ..
+                    } => r.clone(),
+                    e => e.to_string(),
+                };
                 *self.last_error.borrow_mut() = Some(self.redact.clean(&why));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
@@ -568,6 +563,7 @@ impl Link {
         if let Err(HandshakeError::NeedsAuth {
             status: 403,
             www_authenticate: Some(h),
+            ..
         }) = &shaken
         {
             if let Some(sent) = &bearer {
@@ -623,11 +619,11 @@ impl Link {
                 Ok(Some(sent))
             }
             super::tokens::Bearer::NeedsSignIn(why) => {
-                *self.auth_reason.borrow_mut() = Some(why.clone());
-                *self.last_error.borrow_mut() = Some(why);
+                *self.last_error.borrow_mut() = Some(why.clone());
                 Err(HandshakeError::NeedsAuth {
                     status: 401,
                     www_authenticate: None,
+                    reason: Some(why),
                 })
             }
         }

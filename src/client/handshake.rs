@@ -30,6 +30,9 @@ pub enum HandshakeError {
     NeedsAuth {
         status: u16,
         www_authenticate: Option<String>,
+        /// Why, when albedo knows better than the status (a stored sign-in that must be
+        /// renewed, a refused grant): what the user is told.
+        reason: Option<String>,
     },
     #[error("the server answered initialize with protocol version {0:?}, which albedo does not speak (it accepts {accepted})", accepted = era::LEGACY_ACCEPTED.join(", "))]
     UnsupportedVersion(String),
@@ -90,6 +93,7 @@ fn classify_discover(r: Result<Value, RpcError>) -> Result<Verdict, HandshakeErr
         })) if status == 401 || status == 403 => Err(HandshakeError::NeedsAuth {
             status,
             www_authenticate,
+            reason: None,
         }),
         // Any other non-2xx status without a modern error in its body.
         Err(RpcError::NotSent(TransportError::Status { .. })) => Ok(Verdict::Legacy),
@@ -342,6 +346,7 @@ async fn legacy(
             return Err(HandshakeError::NeedsAuth {
                 status,
                 www_authenticate,
+                reason: None,
             })
         }
         Err(e) => return Err(e.into()),

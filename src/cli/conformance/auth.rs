@@ -89,6 +89,7 @@ pub fn of_handshake(e: &HandshakeError) -> Option<Refusal> {
         HandshakeError::NeedsAuth {
             status,
             www_authenticate,
+            ..
         } => refusal(*status, www_authenticate.as_deref()),
         HandshakeError::Rpc(e) => of_rpc(e),
         _ => None,
@@ -523,6 +524,7 @@ mod tests {
         let h = HandshakeError::NeedsAuth {
             status: 401,
             www_authenticate: None,
+            reason: None,
         };
         assert_eq!(of_handshake(&h), Some(Refusal::Unauthorized(None)));
     }
