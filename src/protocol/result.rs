@@ -6,7 +6,8 @@
 //! a result without building that tree: whether it is an object, its `resultType`, and whether
 //! it has a top-level key of a given name.
 //!
-//! Owns: the result's text and its head. Must not touch: anything but `serde_json`.
+//! Owns: the result's text and its head. Must not touch: anything but `serde_json`, `bytes`
+//! and `memchr`.
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -167,7 +168,13 @@ fn scan_head(t: &[u8]) -> Option<ResultHead> {
         i = skip_ws(t, i + 1);
         let value_end = value_end(t, i)?;
         if key_is(key, "resultType") {
-            head.result_type = serde_json::from_slice::<String>(&t[i..value_end]).ok();
+            let raw = &t[i..value_end];
+            head.result_type = match serde_json::from_slice::<Value>(raw) {
+                Ok(Value::String(s)) => Some(s),
+                Ok(_) => None,
+                // A string serde cannot decode (a lone surrogate escape): not `complete`.
+                Err(_) => Some(String::from_utf8_lossy(raw).into_owned()),
+            };
         } else if key_is(key, "outcome") {
             head.outcome_key = true;
         }
@@ -329,6 +336,21 @@ mod tests {
         ] {
             assert_eq!(read_head(c.as_bytes()), ResultHead::default(), "{c}");
         }
+        // Lone surrogate escapes are JSON text serde will not decode (its reading gave up on
+        // the whole head): a key with one is just another key, and a `resultType` with one is
+        // not `complete`, so such a result is refused rather than passed on as finished.
+        assert_eq!(
+            read_head(br#"{"\ud800":1,"resultType":"input_required"}"#),
+            ResultHead {
+                object: true,
+                result_type: Some("input_required".into()),
+                outcome_key: false
+            }
+        );
+        assert_ne!(
+            read_head(br#"{"resultType":"\ud800"}"#).result_type(),
+            "complete"
+        );
         let big = format!(
             r#"{{"content":[{{"type":"text","text":"{}"}}],"outcome":0}}"#,
             "x".repeat(1 << 20)

@@ -1,5 +1,5 @@
-//! One spare buffer per thread for large messages. A message over [`LARGE`] bytes (a tool's
-//! 10 MiB result) is read into memory that is already mapped, and once every `Bytes` of it is
+//! One spare buffer per thread for large messages. A message that outgrows [`LARGE`] bytes (a
+//! tool's 10 MiB result) is read into memory that is already mapped, and once every `Bytes` of it is
 //! dropped (the API has written its answer), that memory is the next large message's buffer.
 //! Without it each large message grew a fresh buffer: glibc gives a thread arena's large
 //! block back to the kernel when it is freed, so a 10 MiB result took 2,560 page faults and
@@ -15,57 +15,66 @@
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
 
-/// A message at least this long is kept as the thread's spare when it is done.
+/// A buffer about to be reallocated to this size or more moves into the spare, when the
+/// spare is free (what it held, less than this, is copied once).
 pub const LARGE: usize = 1 << 20;
 
-/// A buffer growing past this moves into the spare (when the spare is free and big enough).
-const GROW_INTO_SPARE: usize = 256 * 1024;
+/// A message at least this long becomes the thread's spare when it is read: every buffer that
+/// moved into the spare holds more than this by then, so a message that took the spare gives
+/// it back. Its reader must drop every other view of the message's allocation.
+pub const KEEP: usize = LARGE / 2;
+
+/// What a body of a declared length gets when the spare is not free: its buffer grows as the
+/// bytes arrive (a server that declares 16 MiB and sends nothing costs no more than this).
+const FRESH: usize = 64 * 1024;
 
 thread_local! {
     /// The last large message read on this thread (a clone: the message itself went on).
     static SPARE: RefCell<Option<Bytes>> = const { RefCell::new(None) };
 }
 
-/// The spare as an empty buffer, when nothing else holds it any more.
-fn take() -> Option<BytesMut> {
-    let spare = SPARE.with(|s| s.borrow_mut().take())?;
-    let mut b = spare.try_into_mut().ok()?;
-    b.clear();
-    Some(b)
+/// The spare as an empty buffer of at least `need` bytes, when nothing else holds it any
+/// more. A spare still held (its answer not yet written) stays where it is.
+fn take(need: usize) -> Option<BytesMut> {
+    SPARE.with(|s| {
+        let mut slot = s.borrow_mut();
+        if !slot.as_ref()?.is_unique() {
+            return None;
+        }
+        let mut b = slot.take()?.try_into_mut().ok()?;
+        b.clear();
+        b.reserve(need);
+        Some(b)
+    })
 }
 
-/// Append `part` to `buf`. A buffer about to outgrow its capacity past [`GROW_INTO_SPARE`]
-/// first moves into the thread's spare when that is free and large enough (what `buf` held is
-/// copied once: the spare is large, so it is not outgrown again).
+/// Append `part` to `buf`. A buffer whose next reallocation would reach [`LARGE`] first moves
+/// into the thread's spare when that is free.
 pub fn extend(buf: &mut BytesMut, part: &[u8]) {
-    let want = buf.len() + part.len();
-    if want > buf.capacity() && want >= GROW_INTO_SPARE {
-        if let Some(mut spare) = take() {
-            if spare.capacity() >= want {
-                spare.extend_from_slice(buf);
-                *buf = spare;
-            }
+    let (want, cap) = (buf.len() + part.len(), buf.capacity());
+    if want > cap && cap < LARGE && want.max(2 * cap) >= LARGE {
+        if let Some(mut spare) = take(want) {
+            spare.extend_from_slice(buf);
+            *buf = spare;
         }
     }
     buf.extend_from_slice(part);
 }
 
-/// A buffer for a message of `len` bytes (an HTTP body's length): the spare when it is free
-/// and large enough, else a new one of that capacity.
+/// A buffer for a message of `len` bytes (an HTTP body's declared length): the spare when
+/// the message is large and the spare free, else a small one that grows as bytes arrive.
 pub fn with_capacity(len: usize) -> BytesMut {
-    if len >= GROW_INTO_SPARE {
-        if let Some(spare) = take().filter(|s| s.capacity() >= len) {
+    if len >= LARGE {
+        if let Some(spare) = take(len) {
             return spare;
         }
     }
-    BytesMut::with_capacity(len)
+    BytesMut::with_capacity(len.min(FRESH))
 }
 
-/// `msg` is a message just read: a large one becomes the thread's spare. Its reader must not
-/// keep another view of the same allocation (a `BytesMut` it was split from), or the spare
-/// never frees.
+/// `msg` is a message just read: one of [`KEEP`] bytes or more becomes the thread's spare.
 pub fn keep(msg: &Bytes) {
-    if msg.len() >= LARGE {
+    if msg.len() >= KEEP {
         SPARE.with(|s| *s.borrow_mut() = Some(msg.clone()));
     }
 }
@@ -84,34 +93,60 @@ mod tests {
         b
     }
 
+    fn spare_at() -> Option<*const u8> {
+        SPARE.with(|s| s.borrow().as_ref().map(|b| b.as_ptr()))
+    }
+
     #[test]
     fn a_large_message_s_memory_is_the_next_one_s_once_it_is_dropped() {
         let first = grow(3 << 20).freeze();
         let at = first.as_ptr();
         keep(&first);
-        // Still held (the answer is being written): the next message gets memory of its own.
-        let second = grow(3 << 20).freeze();
+        assert_eq!(spare_at(), Some(at));
+        // Still held (its answer is being written): the next message gets memory of its own
+        // and the spare stays where it is.
+        let second = grow(3 << 20);
         assert_ne!(second.as_ptr(), at);
+        assert_eq!(spare_at(), Some(at));
         drop(second);
         drop(first);
-        // The first is dropped and was the spare: the next large message grows into it.
+        // Free now: the next large message grows into it, its bytes intact.
         let third = grow(3 << 20);
         assert_eq!(third.as_ptr(), at);
+        assert_eq!(spare_at(), None);
         assert_eq!(&third[..], &vec![b'x'; 3 << 20][..]);
         let third = third.freeze();
         keep(&third);
         drop(third);
+        // A body of a declared length gets it too.
         let body = with_capacity(2 << 20);
         assert_eq!(body.as_ptr(), at);
-        assert!(body.is_empty());
+        assert!(body.is_empty() && body.capacity() >= 2 << 20);
     }
 
     #[test]
-    fn small_messages_leave_the_spare_alone() {
+    fn a_message_that_took_the_spare_gives_it_back() {
+        let first = grow(3 << 20).freeze();
+        let at = first.as_ptr();
+        keep(&first);
+        drop(first);
+        // 700 KiB: it took the spare when it outgrew 512 KiB, and is long enough to be kept.
+        let medium = grow(700 << 10);
+        assert_eq!(medium.as_ptr(), at);
+        let medium = medium.freeze();
+        keep(&medium);
+        drop(medium);
+        assert_eq!(grow(3 << 20).as_ptr(), at);
+    }
+
+    #[test]
+    fn small_messages_and_busy_spares_leave_it_alone() {
         let small = grow(1000).freeze();
         keep(&small);
-        assert!(SPARE.with(|s| s.borrow().is_none()));
+        assert_eq!(spare_at(), None);
         let b = with_capacity(4096);
         assert!(b.capacity() >= 4096 && b.is_empty());
+        // A declared 16 MiB with no spare free: a small buffer, grown as bytes arrive.
+        assert!(with_capacity(16 << 20).capacity() <= FRESH);
     }
 }

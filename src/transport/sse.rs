@@ -216,7 +216,7 @@ impl SseParser {
             return;
         }
         let mut line = self.line.split();
-        if line.len() >= super::spare::LARGE {
+        if line.len() >= super::spare::KEEP {
             // No view of a large line's buffer stays here (see `dispatch`).
             self.line = BytesMut::new();
         }

@@ -413,7 +413,7 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
             let bytes = line.split().freeze();
             // A large line's buffer is not kept here (the thread's spare keeps it once the
             // line is done with), nor is a large remainder.
-            if bytes.len() >= spare::LARGE || line.capacity() > 1 << 20 {
+            if bytes.len() >= spare::KEEP || line.capacity() > 1 << 20 {
                 line = BytesMut::new();
             }
             spare::keep(&bytes);

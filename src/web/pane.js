@@ -651,10 +651,11 @@ async function pasteCallback(name) {
 }
 
 async function cancelSignIn(name) {
+  // Forgotten at once: a new sign-in started before the answer comes keeps what is typed.
+  delete pasted[name];
   const r = await req("DELETE", loginPath(name));
   if (r.ok) logins[name] = r.json;
   else if (r.status === 404) delete logins[name];
-  delete pasted[name];
   show($("signin-status"), r.ok || r.status === 404 ? `${name}: the sign-in was cancelled` : `${name}: ${r.error.message}`, !(r.ok || r.status === 404));
   render();
   focusKey(`signin:${name}`);
