@@ -12,6 +12,29 @@ let session = null;
 let tools = [];
 
 async function api(method, path, body) {
+  const r = await exchange(method, path, body);
+  if (!r.ok && r.status !== 502 && r.status !== 503) {
+    throw new Error(r.json && r.json.error ? r.json.error.message : `HTTP ${r.status}`);
+  }
+  return { status: r.status, json: r.unreadable !== null ? { raw: r.unreadable } : r.json };
+}
+
+// A request whose error answer is returned, not thrown: {ok, status, json, error}, the error
+// whole (code, message, field, failures, column).
+async function req(method, path, body) {
+  try {
+    const { ok, status, json } = await exchange(method, path, body);
+    const error = ok ? null : (json && json.error) || { code: "", message: `HTTP ${status}` };
+    return { ok, status, json, error };
+  } catch (e) {
+    return { ok: false, status: 0, json: null, error: { code: "", message: `the daemon did not answer: ${e.message}` } };
+  }
+}
+
+// One exchange with the daemon, for `api` and `req`: {ok, status, json} (json null when the
+// answer is empty or not JSON; then `unreadable` is its text, else null). Throws when the
+// daemon does not answer.
+async function exchange(method, path, body) {
   const init = { method, credentials: "same-origin", headers: {} };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
@@ -20,32 +43,9 @@ async function api(method, path, body) {
   const r = await fetch(path, init);
   const text = await r.text();
   let json = null;
-  try { json = text ? JSON.parse(text) : null; } catch (_) { json = { raw: text }; }
-  if (!r.ok && r.status !== 502 && r.status !== 503) {
-    const msg = json && json.error ? json.error.message : `HTTP ${r.status}`;
-    throw new Error(msg);
-  }
-  return { status: r.status, json };
-}
-
-// A request whose error answer is returned, not thrown: {ok, status, json, error}, the error
-// whole (code, message, field, failures, column).
-async function req(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: {} };
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  try {
-    const r = await fetch(path, init);
-    const text = await r.text();
-    let json = null;
-    try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
-    const error = r.ok ? null : (json && json.error) || { code: "", message: `HTTP ${r.status}` };
-    return { ok: r.ok, status: r.status, json, error };
-  } catch (e) {
-    return { ok: false, status: 0, json: null, error: { code: "", message: `the daemon did not answer: ${e.message}` } };
-  }
+  let unreadable = null;
+  try { json = text ? JSON.parse(text) : null; } catch (_) { unreadable = text; }
+  return { ok: r.ok, status: r.status, json, unreadable };
 }
 
 function show(el, text, isError) {
