@@ -381,10 +381,7 @@ impl Link {
     ) -> Rc<Link> {
         let secrets = secret_values(&server);
         crate::protocol::text::register_secrets(secrets.iter().map(String::as_str));
-        let service = server
-            .service_grant
-            .as_ref()
-            .and_then(|g| super::grants::ServiceGrant::from_text(g.expose()));
+        let service = super::grants::ServiceGrant::of(&server);
         Rc::new(Link {
             redact: Redactor::new(secrets),
             server,

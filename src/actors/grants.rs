@@ -97,6 +97,11 @@ impl ServiceGrant {
             key: crate::store::settings::grant_key(oauth_client),
         }))
     }
+
+    /// A resolved server's grant without a browser, if it has one.
+    pub fn of(server: &crate::store::settings::ResolvedServer) -> Option<Arc<ServiceGrant>> {
+        ServiceGrant::from_text(server.service_grant.as_ref()?.expose())
+    }
 }
 
 /// Why no token was had.

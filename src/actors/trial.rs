@@ -280,11 +280,7 @@ impl Run<'_> {
         if let (ResolvedTransport::Http { url, .. }, Some(book)) =
             (&self.server.transport, &ctx.tokens)
         {
-            let grant = self
-                .server
-                .service_grant
-                .as_ref()
-                .and_then(|g| super::grants::ServiceGrant::from_text(g.expose()));
+            let grant = super::grants::ServiceGrant::of(self.server);
             if let super::tokens::Bearer::Token(t) = book
                 .bearer_as(&self.server.config.name, url.as_str(), grant.as_ref())
                 .await

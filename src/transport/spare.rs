@@ -21,8 +21,8 @@ pub const LARGE: usize = 1 << 20;
 
 /// A message at least this long becomes the thread's spare when it is read: every buffer that
 /// moved into the spare holds more than this by then, so a message that took the spare gives
-/// it back. Its reader must drop every other view of the message's allocation.
-pub const KEEP: usize = LARGE / 2;
+/// it back.
+const KEEP: usize = LARGE / 2;
 
 /// What a body of a declared length gets when the spare is not free: its buffer grows as the
 /// bytes arrive (a server that declares 16 MiB and sends nothing costs no more than this).
@@ -70,6 +70,23 @@ pub fn with_capacity(len: usize) -> BytesMut {
         }
     }
     BytesMut::with_capacity(len.min(FRESH))
+}
+
+/// The message read into `buf`, split off. A large one leaves no view of its allocation in
+/// `buf` (nor does a large remainder), so that the spare it becomes can be reused.
+pub fn split(buf: &mut BytesMut) -> BytesMut {
+    let msg = buf.split();
+    if msg.len() >= KEEP || buf.capacity() > LARGE {
+        *buf = BytesMut::new();
+    }
+    msg
+}
+
+/// The message read into `buf`, split off ([`split`]) and kept ([`keep`]).
+pub fn finish(buf: &mut BytesMut) -> Bytes {
+    let msg = split(buf).freeze();
+    keep(&msg);
+    msg
 }
 
 /// `msg` is a message just read: one of [`KEEP`] bytes or more becomes the thread's spare.

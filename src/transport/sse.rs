@@ -215,11 +215,7 @@ impl SseParser {
             self.ready.push_back(SseItem::OversizedId(n));
             return;
         }
-        let mut line = self.line.split();
-        if line.len() >= super::spare::KEEP {
-            // No view of a large line's buffer stays here (see `dispatch`).
-            self.line = BytesMut::new();
-        }
+        let mut line = super::spare::split(&mut self.line);
         if line.is_empty() {
             self.dispatch();
             return;

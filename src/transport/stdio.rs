@@ -410,13 +410,7 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
                 skipping = false;
                 continue;
             }
-            let bytes = line.split().freeze();
-            // A large line's buffer is not kept here (the thread's spare keeps it once the
-            // line is done with), nor is a large remainder.
-            if bytes.len() >= spare::KEEP || line.capacity() > 1 << 20 {
-                line = BytesMut::new();
-            }
-            spare::keep(&bytes);
+            let bytes = spare::finish(&mut line);
             handle_line(bytes, link, &mut limiter);
             if link.overran.load(Ordering::Acquire) {
                 return; // closed: stop reading (the server's writes now fail)

@@ -141,9 +141,9 @@ async fn request_outcome(
     }
 }
 
-/// A JSON answer's body, at most [`MAX_MESSAGE_BYTES`]: read into a buffer of its
-/// `Content-Length` (the thread's spare for a large one, [`spare`]), so that a large body is
-/// neither grown by doubling nor faulted into fresh pages.
+/// A JSON answer's body, at most [`MAX_MESSAGE_BYTES`]: a large one is read into the
+/// thread's spare when that is free ([`spare`]), so that it is neither grown by doubling nor
+/// faulted into fresh pages.
 async fn read_body(resp: &mut awc::ClientResponse) -> Result<bytes::Bytes, PayloadError> {
     let declared = resp
         .headers()
@@ -161,9 +161,7 @@ async fn read_body(resp: &mut awc::ClientResponse) -> Result<bytes::Bytes, Paylo
         }
         spare::extend(&mut buf, &chunk);
     }
-    let body = buf.freeze();
-    spare::keep(&body);
-    Ok(body)
+    Ok(spare::finish(&mut buf))
 }
 
 async fn read_json_reply(
