@@ -101,6 +101,17 @@ function creds(home) {
     await page.keyboard.press("Backspace");
     await page.type(sel, value);
   };
+  // The sign-in list is redrawn whenever the daemon reports a change, replacing its fields;
+  // the pane keeps the focus on the field with the same data-key. So focus and type in the
+  // page itself (a handle taken before a redraw would type into a field no longer there),
+  // and go on once the field holds the text.
+  const pasteInto = async (sel, value) => {
+    await page.$eval(sel, (e) => { e.focus(); e.select(); });
+    await page.keyboard.press("Backspace");
+    await page.keyboard.type(value);
+    await page.waitForFunction((s, v) => { const e = document.querySelector(s); return !!e && e.value === v; },
+      { timeout: 10000 }, sel, value);
+  };
   const focused = () => page.evaluate(() => {
     const e = document.activeElement;
     return e ? (e.id || e.dataset.key || (e.name ? `${e.name}:${e.value}` : e.tagName)) : null;
@@ -334,11 +345,11 @@ function creds(home) {
     // A forged one first: refused, the sign-in stays open.
     const forged = new URL(callback);
     forged.searchParams.set("state", "forged");
-    await page.type(`${signin("fm")} input.paste`, forged.toString());
+    await pasteInto(`${signin("fm")} input.paste`, forged.toString());
     await click(`${signin("fm")} [data-key="use:fm"]`);
     out.steps.forged = await waitText(`${signin("fm")} .error`, (t) => t && t.length > 0, "the forged callback is refused");
     out.steps.forged_state = await text(`${signin("fm")} .signin-state`);
-    await typeInto(`${signin("fm")} input.paste`, callback);
+    await pasteInto(`${signin("fm")} input.paste`, callback);
     await page.keyboard.press("Enter");
     out.steps.pasted = await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signed in"), "signed in with the pasted URL", 60000);
     out.steps.fm_connected = await waitText(card("fm"), (t) => t && t.includes("signed in"), "the list says signed in");
