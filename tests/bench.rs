@@ -110,10 +110,16 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     // Session open, warm and cold.
     number(one("session_open_warm"), "open_ms_p50");
     number(one("session_open_cold"), "over_slowest_ms_max");
-    // Large results: throughput and the daemon's peak memory, over stdio, JSON and SSE.
+    // Large results: throughput and the daemon's peak memory, over stdio, JSON and SSE,
+    // through the API over TCP and over the socket.
     for s in ["large_stdio", "large_http_json", "large_http_sse"] {
         number(one(s), "mb_per_s");
         number(one(s), "daemon_peak_over_base_x_message");
+        number(find(s, "albedo-daemon-api-socket", 1), "mb_per_s");
+        number(
+            find(s, "albedo-daemon-api-socket", 1),
+            "daemon_peak_over_base_x_message",
+        );
         for client in ["albedo", "rmcp", "ts-sdk-v2"] {
             number(find(s, client, 1), "mb_per_s");
         }

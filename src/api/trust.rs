@@ -53,16 +53,25 @@ pub enum Via {
 
 /// `HttpServer::on_connect`: note whether a connection came over the socket or TCP, and
 /// where it arrived. A connection with no note is refused by [`guard`] (fail closed).
+///
+/// A TCP connection also gets `TCP_NODELAY` (actix-web leaves Nagle's algorithm on): an
+/// answer written in more than one send (a large result goes out in 64 KiB slices, the event
+/// streams an event at a time) otherwise has its last small segment held until the client
+/// acknowledges the one before, and a client that delays its ACK holds it up to 40 ms. The
+/// bench's 10 MiB results through the API over TCP had a p99 of 57-63 ms for a p50 of
+/// 14-17 ms; with it, 20-26 ms.
 pub fn on_connect(io: &dyn Any, ext: &mut Extensions) {
     if io.downcast_ref::<tokio::net::UnixStream>().is_some() {
         ext.insert(Via::Socket);
     } else if let Some(s) = io.downcast_ref::<tokio::net::TcpStream>() {
+        let _ = s.set_nodelay(true);
         if let Ok(local) = s.local_addr() {
             ext.insert(Via::Tcp { local, tls: false });
         }
     } else if let Some(s) =
         io.downcast_ref::<actix_tls::accept::rustls_0_23::TlsStream<tokio::net::TcpStream>>()
     {
+        let _ = s.get_ref().0.set_nodelay(true);
         if let Ok(local) = s.get_ref().0.local_addr() {
             ext.insert(Via::Tcp { local, tls: true });
         }
@@ -806,5 +815,24 @@ mod tests {
         assert!(t.token_ok(tok.as_str()));
         assert!(!t.token_ok("albedo_wrong"));
         assert!(!t.token_ok(""));
+    }
+
+    #[tokio::test]
+    async fn a_tcp_connection_is_noted_and_sends_without_delay() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (_client, accepted) = tokio::join!(tokio::net::TcpStream::connect(addr), l.accept());
+        let (server, _) = accepted.unwrap();
+        assert!(!server.nodelay().unwrap(), "a fresh socket has Nagle on");
+        let mut ext = Extensions::new();
+        on_connect(&server, &mut ext);
+        assert!(server.nodelay().unwrap());
+        assert_eq!(
+            ext.get::<Via>(),
+            Some(&Via::Tcp {
+                local: addr,
+                tls: false
+            })
+        );
     }
 }
