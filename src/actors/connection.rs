@@ -284,7 +284,7 @@ impl DiscoverError {
 
     fn connect(e: &HandshakeError, redact: &Redactor) -> DiscoverError {
         DiscoverError {
-            message: redact.clean(&e.to_string()),
+            message: redact.clean(&e.message()),
             too_large: false,
             needs_sign_in: matches!(e, HandshakeError::NeedsAuth { .. }),
         }
@@ -490,13 +490,7 @@ impl Link {
                 } else {
                     LinkState::Unavailable
                 });
-                let why = match &e {
-                    HandshakeError::NeedsAuth {
-                        reason: Some(r), ..
-                    } => r.clone(),
-                    e => e.to_string(),
-                };
-                *self.last_error.borrow_mut() = Some(self.redact.clean(&why));
+                *self.last_error.borrow_mut() = Some(self.redact.clean(&e.message()));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
             }
@@ -616,7 +610,7 @@ impl Link {
                 Ok(Some(sent))
             }
             super::tokens::Bearer::NeedsSignIn(why) => {
-                *self.last_error.borrow_mut() = Some(why.clone());
+                *self.last_error.borrow_mut() = Some(self.redact.clean(&why));
                 Err(HandshakeError::NeedsAuth {
                     status: 401,
                     www_authenticate: None,
@@ -667,16 +661,10 @@ impl Link {
     }
 
     async fn discover(self: &Rc<Self>) -> Result<Discovered<Catalogue>, DiscoverError> {
-        let (client, hello) = self.client().await.map_err(|e| {
-            let mut d = DiscoverError::connect(&e, &self.redact);
-            // A refused refresh or grant: its reason, not the bare 401.
-            if d.needs_sign_in {
-                if let Some(why) = self.last_error.borrow().clone() {
-                    d.message = why;
-                }
-            }
-            d
-        })?;
+        let (client, hello) = self
+            .client()
+            .await
+            .map_err(|e| DiscoverError::connect(&e, &self.redact))?;
         let budget = discovery::Budget::new(self.startup_timeout());
         let cat = {
             let _permit = self.ctx.dials.acquire().await;
@@ -725,13 +713,10 @@ impl Link {
         let (client, _) = match dial {
             Ok(Ok(c)) => c,
             Ok(Err(e @ HandshakeError::NeedsAuth { .. })) => {
-                let reason = self
-                    .last_error
-                    .borrow()
-                    .clone()
-                    .filter(|_| self.ctx.tokens.is_some())
-                    .unwrap_or_else(|| e.to_string());
-                return Err(CallError::NeedsSignIn { server, reason });
+                return Err(CallError::NeedsSignIn {
+                    server,
+                    reason: e.message(),
+                });
             }
             Ok(Err(e)) => {
                 return Err(CallError::Unavailable {
@@ -755,12 +740,10 @@ impl Link {
         if self.bearer.borrow().is_some() {
             if let Some(t) = client_transport(&client) {
                 if let Err(e) = self.apply_bearer(&t).await {
-                    let reason = self
-                        .last_error
-                        .borrow()
-                        .clone()
-                        .unwrap_or_else(|| e.to_string());
-                    return Err(CallError::NeedsSignIn { server, reason });
+                    return Err(CallError::NeedsSignIn {
+                        server,
+                        reason: e.message(),
+                    });
                 }
             }
         }

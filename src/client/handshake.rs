@@ -46,6 +46,18 @@ pub enum HandshakeError {
     Invalid(String),
 }
 
+impl HandshakeError {
+    /// What the user is told: the reason albedo knows (`NeedsAuth`'s), else the error itself.
+    pub fn message(&self) -> String {
+        match self {
+            HandshakeError::NeedsAuth {
+                reason: Some(r), ..
+            } => r.clone(),
+            e => e.to_string(),
+        }
+    }
+}
+
 /// How long a stdio server gets to answer `server/discover` before `initialize` follows.
 pub const STDIO_PROBE_GRACE: Duration = Duration::from_secs(1);
 

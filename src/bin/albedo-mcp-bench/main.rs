@@ -602,16 +602,7 @@ impl Bench {
         let Some(id) = self.open_session(&d) else {
             return;
         };
-        let socket = d.home.join("albedo.sock");
-        let mut ways = vec![(API, None)];
-        if socket.exists() {
-            ways.push((API_SOCKET, Some(&socket)));
-        } else {
-            self.fail(format!(
-                "the daemon opened no socket at {}",
-                socket.display()
-            ));
-        }
+        let ways = self.api_ways(&d);
         for (scenario, tool) in [
             ("roundtrip_stdio", "mcp__bench__echo"),
             ("roundtrip_http", "mcp__benchhttp__echo"),
@@ -629,7 +620,7 @@ impl Bench {
                 for (who, via) in order {
                     let r = self.api_load_via(
                         &d,
-                        via.cloned(),
+                        via,
                         std::slice::from_ref(&path),
                         c as usize,
                         self.sizes.duration_ms,
@@ -677,15 +668,11 @@ impl Bench {
         } else {
             2 * self.sizes.duration_ms
         };
-        let sock = d.home.join("albedo.sock");
-        for (via, daemon) in [
-            ("tcp", format!("http://{}", d.addr)),
-            ("socket", format!("unix:{}", sock.display())),
-        ] {
-            if via == "socket" && !sock.exists() {
-                self.fail(format!("the daemon opened no socket at {}", sock.display()));
-                continue;
-            }
+        for (_, socket) in self.api_ways(&d) {
+            let (via, daemon) = match &socket {
+                None => ("tcp", format!("http://{}", d.addr)),
+                Some(s) => ("socket", format!("unix:{}", s.display())),
+            };
             let out = Command::new(&py)
                 .arg(&script)
                 .args(["--daemon", &daemon, "--session", &id])
@@ -1039,16 +1026,7 @@ impl Bench {
             let body = json!({"arguments": {"bytes": bytes}})
                 .to_string()
                 .into_bytes();
-            let socket = d.home.join("albedo.sock");
-            let ways = [(API, None), (API_SOCKET, Some(socket.clone()))];
-            for (who, via) in ways {
-                if via.is_some() && !socket.exists() {
-                    self.fail(format!(
-                        "the daemon opened no socket at {}",
-                        socket.display()
-                    ));
-                    continue;
-                }
+            for (who, via) in self.api_ways(&d) {
                 // Each way's peak: from the base before any large call.
                 let reset = procs::reset_hwm(d.pid());
                 self.api_count(&d, via.clone(), &path, &body, 1);
@@ -1412,6 +1390,22 @@ impl Bench {
             let until = Instant::now() + Duration::from_millis(duration_ms);
             measured(d, load(&mut conns, paths, body, until, None)).await
         })
+    }
+
+    /// The ways to the daemon's API: TCP, and its Unix socket when it opened one (a daemon
+    /// that did not fails the run).
+    fn api_ways(&mut self, d: &Daemon) -> Vec<(&'static str, Option<PathBuf>)> {
+        let socket = d.home.join("albedo.sock");
+        let mut ways = vec![(API, None)];
+        if socket.exists() {
+            ways.push((API_SOCKET, Some(socket)));
+        } else {
+            self.fail(format!(
+                "the daemon opened no socket at {}",
+                socket.display()
+            ));
+        }
+        ways
     }
 
     /// `calls` sequential calls through the API, over TCP or the daemon's socket at `socket`.
