@@ -51,6 +51,11 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             if c == 1 {
                 clients.push("floor");
             }
+            // The HTTP floor under load: the API's load generator straight at the bench's
+            // HTTP server, at every level.
+            let f = find("http_floor_load", "loadgen", c);
+            assert!(f.get("failed").is_none(), "{f}");
+            assert!(f["calls_per_s"].as_f64().unwrap() > 0.0, "{f}");
             for client in clients {
                 let r = find(scenario, client, c);
                 assert!(r.get("failed").is_none(), "{r}");
@@ -70,6 +75,26 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                 })
                 .unwrap();
             assert!(ratio["albedo_vs_rmcp_calls_per_s"].is_number(), "{ratio}");
+            if scenario == "roundtrip_stdio" && c == 256 {
+                // The API's share of the client's calls and of the HTTP floor's, over TCP
+                // and over the socket.
+                for who in ["albedo-daemon-api", "albedo-daemon-api-socket"] {
+                    let share = doc["ratios"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|x| x["client"] == who && x["concurrency"] == c)
+                        .unwrap_or_else(|| panic!("no share for {who}"));
+                    assert!(
+                        share["api_share_of_client_calls_per_s"].is_number(),
+                        "{share}"
+                    );
+                    assert!(
+                        share["api_share_of_http_floor_calls_per_s"].is_number(),
+                        "{share}"
+                    );
+                }
+            }
             assert!(ratio["albedo_vs_ts_calls_per_s"].is_number(), "{ratio}");
         }
         assert!(
@@ -135,6 +160,8 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     // The agent fleet: every session calling once per 10 ms.
     number(one("fleet_sessions"), "calls_per_s");
     number(one("fleet_sessions"), "p99_us");
+    number(one("fleet_sessions"), "windows");
+    assert!(one("fleet_sessions")["windows_with_a_call_over_5ms"].is_u64());
     assert_eq!(one("fleet_sessions")["errors"], 0);
     // Tool search: the bytes advertised at open deferred and not, search latency over
     // 5,000 tools, the ranking's share on the query set.

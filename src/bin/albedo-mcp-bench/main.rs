@@ -251,6 +251,15 @@ const API: &str = "albedo-daemon-api";
 const API_SOCKET: &str = "albedo-daemon-api-socket";
 /// The body of every echo call through the API.
 const ECHO_BODY: &[u8] = br#"{"arguments":{"message":"hello"}}"#;
+/// The same call as JSON-RPC, posted straight to the bench's HTTP server (the HTTP floor
+/// under load).
+const FLOOR_CALL: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}"#;
+/// The HTTP floor under load: its scenario, and its client (the API's load generator).
+const HTTP_FLOOR_SCENARIO: &str = "http_floor_load";
+const LOADGEN: &str = "loadgen";
+/// The fleet's windows (by when a call started), and what makes a call slow in one.
+const FLEET_WINDOW_MS: u64 = 100;
+const FLEET_SLOW_US: u32 = 5_000;
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";
 /// The Python binding (src/python), and the same calls made with httpx directly.
@@ -587,7 +596,37 @@ impl Bench {
                 }
             }
         }
+        self.http_floor_load(rep);
         self.api_roundtrip(rep);
+    }
+
+    /// The HTTP floor under load: the API's own load generator (the same keep-alive
+    /// connections, the same loop) posting the JSON-RPC call straight to the bench's HTTP
+    /// server (one thread, no MCP library), with no daemon between them, at each level. It
+    /// answers what this machine gives an HTTP API at 256 calls in flight with this load
+    /// generator beside it; the API's figures at each level are read against it. CPU is the
+    /// server process's.
+    fn http_floor_load(&mut self, rep: usize) {
+        let Some(pid) = self.http.as_ref().map(|(p, _)| p.pid()) else {
+            return;
+        };
+        let addr = format!("127.0.0.1:{}", self.http_port());
+        let paths = ["/mcp".to_owned()];
+        for c in self.sizes.levels.clone() {
+            let c = c as usize;
+            let r = self.rt.block_on(async {
+                let mut conns: Vec<httpc::Conn> =
+                    (0..c).map(|_| httpc::Conn::new(&addr, "")).collect();
+                let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
+                load(&mut conns, &paths, FLOOR_CALL, warmup, None).await;
+                let until = Instant::now() + Duration::from_millis(self.sizes.duration_ms);
+                measured_pid(pid, load(&mut conns, &paths, FLOOR_CALL, until, None)).await
+            });
+            let mut rec = r.record(HTTP_FLOOR_SCENARIO, LOADGEN, c);
+            rec["rep"] = json!(rep);
+            rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
+            self.push(rec);
+        }
     }
 
     /// The same calls through the daemon's HTTP API.
@@ -1174,6 +1213,10 @@ impl Bench {
     fn fleet(&self, d: &Daemon, ids: &[String], per_session: usize) -> Value {
         let period = Duration::from_millis(10);
         let duration = Duration::from_millis(self.sizes.fleet_duration_ms);
+        // Which windows of FLEET_WINDOW_MS (by when a call started) had a call slower than
+        // FLEET_SLOW_US: a tail spread evenly over the run, or bursts.
+        let mut windows: Vec<bool> = Vec::new();
+        let began = Instant::now();
         let r = self.rt.block_on(measured(d, async {
             let until = Instant::now() + duration;
             let n = ids.len().max(1) as u32;
@@ -1184,6 +1227,7 @@ impl Bench {
                     let mut tick = tokio::time::interval_at(start, period);
                     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                     let (mut lat, mut errors, mut i) = (Vec::new(), 0u64, 0usize);
+                    let mut slow: Vec<bool> = Vec::new();
                     loop {
                         tick.tick().await;
                         if Instant::now() >= until {
@@ -1194,7 +1238,16 @@ impl Bench {
                         i += 1;
                         let t = Instant::now();
                         match conn.request_counted("POST", &path, Some(ECHO_BODY)).await {
-                            Ok((200, _, _)) => lat.push(measure::micros(t)),
+                            Ok((200, _, _)) => {
+                                let l = measure::micros(t);
+                                lat.push(l);
+                                let at = t.saturating_duration_since(began);
+                                let w = (at.as_millis() / FLEET_WINDOW_MS as u128) as usize;
+                                if slow.len() <= w {
+                                    slow.resize(w + 1, false);
+                                }
+                                slow[w] |= l > FLEET_SLOW_US;
+                            }
                             other => {
                                 if errors == 0 {
                                     eprintln!("fleet: a call failed: {:?}", other.map(|r| r.0));
@@ -1203,28 +1256,40 @@ impl Bench {
                             }
                         }
                     }
-                    (lat, errors)
+                    (lat, errors, slow)
                 }
             });
             let mut lat = Vec::new();
             let mut errors = 0;
-            for (l, e) in futures_util::future::join_all(sessions).await {
+            for (l, e, s) in futures_util::future::join_all(sessions).await {
                 lat.extend(l);
                 errors += e;
+                if windows.len() < s.len() {
+                    windows.resize(s.len(), false);
+                }
+                for (w, slow) in windows.iter_mut().zip(s) {
+                    *w |= slow;
+                }
             }
             (lat, 0, errors)
         }));
+        let slow_windows = windows.iter().filter(|s| **s).count();
         let mut rec = r.record("fleet_sessions", API, ids.len());
         rec["sessions"] = json!(ids.len());
         rec["period_ms"] = json!(10);
         rec["duration_ms"] = json!(self.sizes.fleet_duration_ms);
+        rec["windows"] = json!(windows.len());
+        rec["window_ms"] = json!(FLEET_WINDOW_MS);
+        rec["windows_with_a_call_over_5ms"] = json!(slow_windows);
         println!(
-            "fleet: {} sessions x 1 call / 10 ms: {:.0} calls/s, p50 {} us, p99 {} us, {} errors",
+            "fleet: {} sessions x 1 call / 10 ms: {:.0} calls/s, p50 {} us, p99 {} us, {} errors; \
+             {slow_windows} of {} windows of {FLEET_WINDOW_MS} ms had a call over 5 ms",
             ids.len(),
             rec["calls_per_s"].as_f64().unwrap_or(0.0),
             rec["p50_us"],
             rec["p99_us"],
-            r.errors
+            r.errors,
+            windows.len()
         );
         rec
     }
@@ -1581,15 +1646,33 @@ impl Bench {
                     );
                     if let ((Some(c), Some(c99)), (Some(a), Some(a99))) = (client, api) {
                         let share = a.0 / c.0.max(1.0);
-                        ratios.push(
-                            json!({"scenario": scenario, "concurrency": top, "client": who,
-                            "api_share_of_client_calls_per_s": share,
-                            "api_p99_over_client_p99": a99.0 / c99.0.max(1.0)}),
-                        );
+                        let mut ratio = json!({"scenario": scenario, "concurrency": top,
+                            "client": who, "api_share_of_client_calls_per_s": share,
+                            "api_p99_over_client_p99": a99.0 / c99.0.max(1.0)});
+                        let mut detail =
+                            format!("{:.0}% ({:.0} vs {:.0} calls/s)", share * 100.0, a.0, c.0);
+                        // What the same load generator gets from an HTTP server with no
+                        // daemon behind it, at the same level.
+                        if let Some(f) =
+                            self.median(HTTP_FLOOR_SCENARIO, LOADGEN, top, "calls_per_s")
+                        {
+                            ratio["api_share_of_http_floor_calls_per_s"] =
+                                json!(a.0 / f.0.max(1.0));
+                            ratio["target_share_of_http_floor_calls_per_s"] =
+                                json!(0.25 * c.0 / f.0.max(1.0));
+                            detail += &format!(
+                                "; the HTTP floor under the same load: {:.0} calls/s, the API at \
+                                 {:.0}% of it, the target at {:.0}%",
+                                f.0,
+                                100.0 * a.0 / f.0.max(1.0),
+                                25.0 * c.0 / f.0.max(1.0)
+                            );
+                        }
+                        ratios.push(ratio);
                         target(
                             format!("{scenario} c={top}: {who} >= 25% of the client's calls/s"),
                             share >= 0.25,
-                            format!("{:.0}% ({:.0} vs {:.0} calls/s)", share * 100.0, a.0, c.0),
+                            detail,
                         );
                         target(
                             format!("{scenario} c={top}: {who} p99 <= 3x the client's"),
@@ -1850,7 +1933,15 @@ async fn measured(
     d: &Daemon,
     work: impl std::future::Future<Output = (Vec<u32>, u64, u64)>,
 ) -> LoadResult {
-    let cpu0 = procs::cpu_us_of(d.pid());
+    measured_pid(d.pid(), work).await
+}
+
+/// [`measured`], with the CPU of process `pid`.
+async fn measured_pid(
+    pid: i32,
+    work: impl std::future::Future<Output = (Vec<u32>, u64, u64)>,
+) -> LoadResult {
+    let cpu0 = procs::cpu_us_of(pid);
     let t = Instant::now();
     let (mut lat, bytes, errors) = work.await;
     let elapsed_s = t.elapsed().as_secs_f64();
@@ -1860,7 +1951,7 @@ async fn measured(
         bytes,
         errors,
         elapsed_s,
-        cpu_us: procs::cpu_us_of(d.pid()) - cpu0,
+        cpu_us: procs::cpu_us_of(pid) - cpu0,
     }
 }
 
