@@ -609,14 +609,12 @@ impl Link {
                 *self.bearer.borrow_mut() = Some(sent.clone());
                 Ok(Some(sent))
             }
-            super::tokens::Bearer::NeedsSignIn(why) => {
-                *self.last_error.borrow_mut() = Some(self.redact.clean(&why));
-                Err(HandshakeError::NeedsAuth {
-                    status: 401,
-                    www_authenticate: None,
-                    reason: Some(why),
-                })
-            }
+            // The caller records why (the dial's outcome, or the call's).
+            super::tokens::Bearer::NeedsSignIn(why) => Err(HandshakeError::NeedsAuth {
+                status: 401,
+                www_authenticate: None,
+                reason: Some(why),
+            }),
         }
     }
 
@@ -740,10 +738,9 @@ impl Link {
         if self.bearer.borrow().is_some() {
             if let Some(t) = client_transport(&client) {
                 if let Err(e) = self.apply_bearer(&t).await {
-                    return Err(CallError::NeedsSignIn {
-                        server,
-                        reason: e.message(),
-                    });
+                    let reason = e.message();
+                    *self.last_error.borrow_mut() = Some(self.redact.clean(&reason));
+                    return Err(CallError::NeedsSignIn { server, reason });
                 }
             }
         }

@@ -201,6 +201,7 @@ pub async fn obtain(
         None,
     );
     let client = client_auth(cfg, &disc)?;
+    let target = Target::discovered(server_url, &disc, &scopes);
     let grant = match (
         cfg.grant.as_str(),
         &cfg.workload_token_file,
@@ -228,9 +229,7 @@ pub async fn obtain(
                     idp_client: &idp_client,
                     id_token: &id_token,
                 },
-                &disc.auth_server.issuer,
-                &disc.resource,
-                &scopes,
+                target,
             )
             .await?;
             Grant::JwtBearer { assertion }
@@ -244,13 +243,6 @@ pub async fn obtain(
     let dpop = match cfg.dpop {
         Some(false) => None,
         _ => disc.auth_server.dpop_key()?,
-    };
-    let target = Target {
-        server_url,
-        issuer: &disc.auth_server.issuer,
-        token_endpoint: &disc.auth_server.token_endpoint,
-        resource: &disc.resource,
-        scopes: &scopes,
     };
     Ok(grant::request_token(fetcher, target, &client, &grant, dpop.as_ref()).await?)
 }

@@ -162,6 +162,24 @@ pub struct Target<'a> {
     pub scopes: &'a [String],
 }
 
+impl<'a> Target<'a> {
+    /// The token request for `server_url`, to the authorization server `disc` found, for
+    /// `scopes`.
+    pub fn discovered(
+        server_url: &'a str,
+        disc: &'a super::discovery::Discovery,
+        scopes: &'a [String],
+    ) -> Self {
+        Target {
+            server_url,
+            issuer: &disc.auth_server.issuer,
+            token_endpoint: &disc.auth_server.token_endpoint,
+            resource: &disc.resource,
+            scopes,
+        }
+    }
+}
+
 /// A token endpoint's refusal: its `error` and `error_description`, cleaned.
 pub(crate) fn refusal(reply: &Reply, secrets: &[&Sensitive]) -> (String, Option<String>) {
     let doc: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
@@ -336,16 +354,15 @@ pub struct IdentityExchange<'a> {
 }
 
 /// Exchange the user's ID token at the identity provider for an Identity Assertion JWT
-/// Authorization Grant (ID-JAG) for the authorization server `audience` (its issuer) and
-/// the MCP server `resource` (RFC 8693; SEP-990). The answer is the assertion for
-/// [`Grant::JwtBearer`].
+/// Authorization Grant (ID-JAG) for `target`: its authorization server's issuer is the
+/// `audience`, its `resource` and scopes are asked for (RFC 8693; SEP-990). The answer is the
+/// assertion for [`Grant::JwtBearer`], sent to the same `target`.
 pub async fn exchange_identity(
     fetcher: &Fetcher,
     x: IdentityExchange<'_>,
-    audience: &str,
-    resource: &str,
-    scopes: &[String],
+    target: Target<'_>,
 ) -> Result<Sensitive, OAuthError> {
+    let (audience, resource, scopes) = (target.issuer, target.resource, target.scopes);
     let url = super::flow::token_url(x.idp_token_endpoint)?;
     let mut form: Vec<(&'static str, String)> = vec![
         ("grant_type", GRANT_TOKEN_EXCHANGE.into()),

@@ -96,9 +96,13 @@ function creds(home) {
   };
   const card = (name) => `#server-list li[data-server="${name}"]`;
   const signin = (name) => `#signin-list li[data-signin="${name}"]`;
-  const typeInto = async (sel, value) => {
+  // Focus the field, select what it holds and delete it, as a person clears a field.
+  const clearField = async (sel) => {
     await page.$eval(sel, (e) => { e.focus(); e.select(); });
     await page.keyboard.press("Backspace");
+  };
+  const typeInto = async (sel, value) => {
+    await clearField(sel);
     await page.type(sel, value);
   };
   // The sign-in list is redrawn whenever the daemon reports a change, replacing its fields;
@@ -106,8 +110,7 @@ function creds(home) {
   // page itself (a handle taken before a redraw would type into a field no longer there),
   // and go on once the field holds the text.
   const pasteInto = async (sel, value) => {
-    await page.$eval(sel, (e) => { e.focus(); e.select(); });
-    await page.keyboard.press("Backspace");
+    await clearField(sel);
     await page.keyboard.type(value);
     await page.waitForFunction((s, v) => { const e = document.querySelector(s); return !!e && e.value === v; },
       { timeout: 10000 }, sel, value);

@@ -396,13 +396,7 @@ impl Auth {
                 .and_then(|m| m.scopes_supported.as_deref()),
             None,
         );
-        let target = Target {
-            server_url: &self.server_url,
-            issuer: &disc.auth_server.issuer,
-            token_endpoint: &disc.auth_server.token_endpoint,
-            resource: &disc.resource,
-            scopes: &scopes,
-        };
+        let target = Target::discovered(&self.server_url, disc, &scopes);
         let dpop = disc.auth_server.dpop_key()?;
         let (client, grant) = match service {
             Service::Secret {
@@ -444,9 +438,7 @@ impl Auth {
                         idp_client: &idp_client,
                         id_token,
                     },
-                    &disc.auth_server.issuer,
-                    &disc.resource,
-                    &scopes,
+                    target,
                 )
                 .await?;
                 super::note("exchanged the ID token for an identity assertion");
