@@ -614,14 +614,8 @@ impl Bench {
         let paths = ["/mcp".to_owned()];
         for c in self.sizes.levels.clone() {
             let c = c as usize;
-            let r = self.rt.block_on(async {
-                let mut conns: Vec<httpc::Conn> =
-                    (0..c).map(|_| httpc::Conn::new(&addr, "")).collect();
-                let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
-                load(&mut conns, &paths, FLOOR_CALL, warmup, None).await;
-                let until = Instant::now() + Duration::from_millis(self.sizes.duration_ms);
-                measured_pid(pid, load(&mut conns, &paths, FLOOR_CALL, until, None)).await
-            });
+            let conns = (0..c).map(|_| httpc::Conn::new(&addr, "")).collect();
+            let r = self.timed_load(conns, &paths, FLOOR_CALL, pid, self.sizes.duration_ms);
             let mut rec = r.record(HTTP_FLOOR_SCENARIO, LOADGEN, c);
             rec["rep"] = json!(rep);
             rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
@@ -1215,7 +1209,8 @@ impl Bench {
         let duration = Duration::from_millis(self.sizes.fleet_duration_ms);
         // Which windows of FLEET_WINDOW_MS (by when a call started) had a call slower than
         // FLEET_SLOW_US: a tail spread evenly over the run, or bursts.
-        let mut windows: Vec<bool> = Vec::new();
+        let mut slow_windows = std::collections::BTreeSet::new();
+        let windows = self.sizes.fleet_duration_ms.div_ceil(FLEET_WINDOW_MS);
         let began = Instant::now();
         let r = self.rt.block_on(measured(d, async {
             let until = Instant::now() + duration;
@@ -1227,7 +1222,7 @@ impl Bench {
                     let mut tick = tokio::time::interval_at(start, period);
                     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                     let (mut lat, mut errors, mut i) = (Vec::new(), 0u64, 0usize);
-                    let mut slow: Vec<bool> = Vec::new();
+                    let mut slow: Vec<u64> = Vec::new();
                     loop {
                         tick.tick().await;
                         if Instant::now() >= until {
@@ -1241,12 +1236,10 @@ impl Bench {
                             Ok((200, _, _)) => {
                                 let l = measure::micros(t);
                                 lat.push(l);
-                                let at = t.saturating_duration_since(began);
-                                let w = (at.as_millis() / FLEET_WINDOW_MS as u128) as usize;
-                                if slow.len() <= w {
-                                    slow.resize(w + 1, false);
+                                if l > FLEET_SLOW_US {
+                                    let at = t.saturating_duration_since(began).as_millis();
+                                    slow.push(at as u64 / FLEET_WINDOW_MS);
                                 }
-                                slow[w] |= l > FLEET_SLOW_US;
                             }
                             other => {
                                 if errors == 0 {
@@ -1264,21 +1257,16 @@ impl Bench {
             for (l, e, s) in futures_util::future::join_all(sessions).await {
                 lat.extend(l);
                 errors += e;
-                if windows.len() < s.len() {
-                    windows.resize(s.len(), false);
-                }
-                for (w, slow) in windows.iter_mut().zip(s) {
-                    *w |= slow;
-                }
+                slow_windows.extend(s);
             }
             (lat, 0, errors)
         }));
-        let slow_windows = windows.iter().filter(|s| **s).count();
+        let slow_windows = slow_windows.len();
         let mut rec = r.record("fleet_sessions", API, ids.len());
         rec["sessions"] = json!(ids.len());
         rec["period_ms"] = json!(10);
         rec["duration_ms"] = json!(self.sizes.fleet_duration_ms);
-        rec["windows"] = json!(windows.len());
+        rec["windows"] = json!(windows);
         rec["window_ms"] = json!(FLEET_WINDOW_MS);
         rec["windows_with_a_call_over_5ms"] = json!(slow_windows);
         println!(
@@ -1289,7 +1277,7 @@ impl Bench {
             rec["p50_us"],
             rec["p99_us"],
             r.errors,
-            windows.len()
+            windows
         );
         rec
     }
@@ -1442,18 +1430,27 @@ impl Bench {
         concurrency: usize,
         duration_ms: u64,
     ) -> LoadResult {
-        let body = ECHO_BODY;
+        let conns = (0..concurrency)
+            .map(|_| d.conn_via(socket.as_ref()))
+            .collect();
+        self.timed_load(conns, paths, ECHO_BODY, d.pid(), duration_ms)
+    }
+
+    /// `body` posted on every connection of `conns`, round robin over `paths`: a warm-up,
+    /// then `duration_ms` measured, with the CPU of process `pid`.
+    fn timed_load(
+        &self,
+        mut conns: Vec<httpc::Conn>,
+        paths: &[String],
+        body: &[u8],
+        pid: i32,
+        duration_ms: u64,
+    ) -> LoadResult {
         self.rt.block_on(async {
-            let mut conns: Vec<httpc::Conn> = (0..concurrency)
-                .map(|_| match &socket {
-                    Some(p) => httpc::Conn::unix(p.clone()),
-                    None => d.conn(),
-                })
-                .collect();
             let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
             load(&mut conns, paths, body, warmup, None).await;
             let until = Instant::now() + Duration::from_millis(duration_ms);
-            measured(d, load(&mut conns, paths, body, until, None)).await
+            measured_pid(pid, load(&mut conns, paths, body, until, None)).await
         })
     }
 
@@ -1483,10 +1480,7 @@ impl Bench {
         calls: u64,
     ) -> LoadResult {
         self.rt.block_on(async {
-            let mut conns = vec![match socket {
-                Some(p) => httpc::Conn::unix(p),
-                None => d.conn(),
-            }];
+            let mut conns = vec![d.conn_via(socket.as_ref())];
             let far = Instant::now() + Duration::from_secs(3600);
             let path = [path.to_owned()];
             measured(d, load(&mut conns, &path, body, far, Some(calls))).await
@@ -1656,16 +1650,16 @@ impl Bench {
                         if let Some(f) =
                             self.median(HTTP_FLOOR_SCENARIO, LOADGEN, top, "calls_per_s")
                         {
-                            ratio["api_share_of_http_floor_calls_per_s"] =
-                                json!(a.0 / f.0.max(1.0));
-                            ratio["target_share_of_http_floor_calls_per_s"] =
-                                json!(0.25 * c.0 / f.0.max(1.0));
+                            let (api_share, target_share) =
+                                (a.0 / f.0.max(1.0), 0.25 * c.0 / f.0.max(1.0));
+                            ratio["api_share_of_http_floor_calls_per_s"] = json!(api_share);
+                            ratio["target_share_of_http_floor_calls_per_s"] = json!(target_share);
                             detail += &format!(
                                 "; the HTTP floor under the same load: {:.0} calls/s, the API at \
                                  {:.0}% of it, the target at {:.0}%",
                                 f.0,
-                                100.0 * a.0 / f.0.max(1.0),
-                                25.0 * c.0 / f.0.max(1.0)
+                                100.0 * api_share,
+                                100.0 * target_share
                             );
                         }
                         ratios.push(ratio);
@@ -1880,6 +1874,14 @@ impl Daemon {
     /// A keep-alive connection to the daemon's API, with its token.
     fn conn(&self) -> httpc::Conn {
         httpc::Conn::new(&self.addr, &self.token)
+    }
+
+    /// A connection over TCP (with the token), or over the daemon's socket at `socket`.
+    fn conn_via(&self, socket: Option<&PathBuf>) -> httpc::Conn {
+        match socket {
+            Some(p) => httpc::Conn::unix(p.clone()),
+            None => self.conn(),
+        }
     }
 
     fn pid(&self) -> i32 {
