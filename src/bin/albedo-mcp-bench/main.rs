@@ -1212,7 +1212,7 @@ impl Bench {
         let mut slow_windows = std::collections::BTreeSet::new();
         let windows = self.sizes.fleet_duration_ms.div_ceil(FLEET_WINDOW_MS);
         let began = Instant::now();
-        let r = self.rt.block_on(measured(d, async {
+        let r = self.rt.block_on(measured(d.pid(), async {
             let until = Instant::now() + duration;
             let n = ids.len().max(1) as u32;
             let sessions = ids.iter().enumerate().map(|(k, id)| {
@@ -1450,7 +1450,7 @@ impl Bench {
             let warmup = Instant::now() + Duration::from_millis(self.sizes.warmup_ms);
             load(&mut conns, paths, body, warmup, None).await;
             let until = Instant::now() + Duration::from_millis(duration_ms);
-            measured_pid(pid, load(&mut conns, paths, body, until, None)).await
+            measured(pid, load(&mut conns, paths, body, until, None)).await
         })
     }
 
@@ -1483,7 +1483,7 @@ impl Bench {
             let mut conns = vec![d.conn_via(socket.as_ref())];
             let far = Instant::now() + Duration::from_secs(3600);
             let path = [path.to_owned()];
-            measured(d, load(&mut conns, &path, body, far, Some(calls))).await
+            measured(d.pid(), load(&mut conns, &path, body, far, Some(calls))).await
         })
     }
 
@@ -1931,15 +1931,9 @@ impl LoadResult {
 
 /// `work` (latencies, bytes and errors: [`load`], or the fleet), with the daemon's CPU time
 /// and the wall time it took.
+/// Run `work` (latencies, bytes, errors) and measure it: its time, and the CPU of process
+/// `pid` meanwhile.
 async fn measured(
-    d: &Daemon,
-    work: impl std::future::Future<Output = (Vec<u32>, u64, u64)>,
-) -> LoadResult {
-    measured_pid(d.pid(), work).await
-}
-
-/// [`measured`], with the CPU of process `pid`.
-async fn measured_pid(
     pid: i32,
     work: impl std::future::Future<Output = (Vec<u32>, u64, u64)>,
 ) -> LoadResult {
