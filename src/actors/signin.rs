@@ -407,6 +407,8 @@ impl Handler<Callback> for SignIns {
             }
             match r {
                 Ok(()) => {
+                    // The file no longer holds a refusal; neither does the book.
+                    act.tokens.clear_refusal(&server);
                     l.state = LoginState::SignedIn;
                     tracing::info!(server = %server, "signed in");
                     let v = l.view(&server);
@@ -547,12 +549,15 @@ fn html_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The `auth` group of a server for the settings view: never a token.
+/// The `auth` group of a server for the settings view: never a token. `refused_now` is the
+/// token book's own refusal ([`super::tokens::TokenBook::refusal`]), which may not have reached
+/// `creds.json` yet.
 pub fn auth_view(
     creds: Option<&Credentials>,
     server: &str,
     url: Option<&str>,
     needs: bool,
+    refused_now: Option<String>,
 ) -> Value {
     let s = creds
         .and_then(|c| c.raw.get("mcp"))
@@ -563,7 +568,10 @@ pub fn auth_view(
         .filter(|r| url.is_none_or(|u| r.belongs_to(u)));
     let refused = s
         .and_then(|s| s.get("oauth_refused"))
-        .and_then(Value::as_str);
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or(refused_now);
+    let refused = refused.as_deref();
     let signed_out = s
         .and_then(|s| s.get("oauth_signed_out"))
         .and_then(Value::as_bool)

@@ -425,6 +425,25 @@ impl TokenBook {
             .map(|(_, why)| why.clone())
     }
 
+    /// Why `server` needs a sign-in as the book holds it now: a refused refresh, or a refused
+    /// grant made to `oauth_client` (the server's configuration in `creds.json`). The book
+    /// writes these to the file in the background, so a view of the file alone can lag it.
+    pub fn refusal(&self, server: &str, oauth_client: Option<&Value>) -> Option<String> {
+        let refreshed = self
+            .0
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(server).and_then(|e| e.refused.clone()));
+        refreshed.or_else(|| {
+            let key = crate::store::settings::grant_key(&oauth_client?.to_string());
+            let r = self.0.refusals.lock().ok()?;
+            r.get(server)
+                .filter(|(k, _)| *k == key)
+                .map(|(_, why)| why.clone())
+        })
+    }
+
     /// Forget that `server`'s grant was refused (a sign-out, a deletion, a token had): the
     /// next dial asks again.
     pub fn clear_refusal(&self, server: &str) {
@@ -646,6 +665,42 @@ mod tests {
             book.bearer("s", "http://127.0.0.1:9/other").await,
             Bearer::None
         ));
+    }
+
+    #[actix_rt::test]
+    async fn a_refusal_is_seen_before_it_reaches_the_file() {
+        // A strict save holds the settings lock while it dials: the refusal's write waits
+        // behind it, and the settings view must not say less than the book knows.
+        let (endpoint, _) = token_endpoint(true).await;
+        let home = home_with_record(&endpoint, crate::oauth::now_secs() + 10);
+        let book = TokenBook::new(home.path().to_path_buf(), tls());
+        let held = crate::store::pair::settings_lock().lock().await;
+        let url = "http://127.0.0.1:9/mcp";
+        assert!(matches!(
+            book.bearer("s", url).await,
+            Bearer::NeedsSignIn(_)
+        ));
+        let on_disk = Credentials::load(home.path()).unwrap();
+        let view = |now| super::super::signin::auth_view(Some(&on_disk), "s", Some(url), true, now);
+        assert!(view(None)["reason"].is_null(), "the write is still waiting");
+        let now = book.refusal("s", None);
+        assert!(
+            now.as_deref().is_some_and(|w| w.contains("invalid_grant")),
+            "{now:?}"
+        );
+        assert_eq!(view(now)["state"], "needs_sign_in");
+        // A refused grant counts for the configuration it was made to, and no other.
+        let client = serde_json::json!({"grant": "client_credentials", "client_id": "a"});
+        let key = crate::store::settings::grant_key(&client.to_string());
+        book.refuse_grant("g", "invalid_client", key);
+        assert_eq!(
+            book.refusal("g", Some(&client)).as_deref(),
+            Some("invalid_client")
+        );
+        let other = serde_json::json!({"grant": "client_credentials", "client_id": "b"});
+        assert_eq!(book.refusal("g", Some(&other)), None);
+        assert_eq!(book.refusal("g", None), None);
+        drop(held);
     }
 
     #[test]

@@ -357,11 +357,19 @@ async fn view(state: &AppState, read: &Read) -> Value {
                     }
                     _ => None,
                 };
+                let refused_now = state.tokens.as_ref().and_then(|book| {
+                    let client = creds
+                        .and_then(|c| c.raw.get("mcp"))
+                        .and_then(|m| m.get(name))
+                        .and_then(|s| s.get("oauth_client"));
+                    book.refusal(name, client)
+                });
                 let auth = crate::actors::signin::auth_view(
                     creds,
                     name,
                     url.as_deref(),
                     status["state"] == "needs_sign_in",
+                    refused_now,
                 );
                 if auth["state"] == "needs_sign_in" && status["state"] == "not_connected" {
                     obj.insert("status".into(), json!({"state": "needs_sign_in", "era": null, "protocol_version": null, "tools": status["tools"], "last_error": auth["reason"]}));
