@@ -549,28 +549,31 @@ fn html_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The `auth` group of a server for the settings view: never a token. `refused_now` is the
-/// token book's own refusal ([`super::tokens::TokenBook::refusal`]), which may not have reached
-/// `creds.json` yet.
+/// The `auth` group of a server for the settings view: never a token. `now` is what the token
+/// book holds ([`super::tokens::TokenBook::held`]): its tokens and refusals are the ones in
+/// use, and may not have reached `creds.json` yet.
 pub fn auth_view(
     creds: Option<&Credentials>,
     server: &str,
     url: Option<&str>,
     needs: bool,
-    refused_now: Option<String>,
+    now: super::tokens::Held,
 ) -> Value {
     let s = creds
         .and_then(|c| c.raw.get("mcp"))
         .and_then(|m| m.get(server));
-    let record = s
-        .and_then(|s| s.get("oauth"))
-        .and_then(|r| serde_json::from_value::<crate::oauth::TokenRecord>(r.clone()).ok())
+    let record = now
+        .record
+        .or_else(|| {
+            s.and_then(|s| s.get("oauth"))
+                .and_then(|r| serde_json::from_value::<crate::oauth::TokenRecord>(r.clone()).ok())
+        })
         .filter(|r| url.is_none_or(|u| r.belongs_to(u)));
     let refused = s
         .and_then(|s| s.get("oauth_refused"))
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .or(refused_now);
+        .or(now.refused);
     let refused = refused.as_deref();
     let signed_out = s
         .and_then(|s| s.get("oauth_signed_out"))

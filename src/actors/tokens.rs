@@ -93,6 +93,13 @@ struct Entry {
     granted_at: Option<u64>,
 }
 
+/// What [`TokenBook::held`] answers.
+#[derive(Debug, Default)]
+pub struct Held {
+    pub record: Option<TokenRecord>,
+    pub refused: Option<String>,
+}
+
 /// Whether a token from a grant is used as it is: not within a minute of its expiry, or (a
 /// token that lives a minute or less) not past half its life, so that a short-lived token is
 /// not asked for again on every request.
@@ -425,23 +432,26 @@ impl TokenBook {
             .map(|(_, why)| why.clone())
     }
 
-    /// Why `server` needs a sign-in as the book holds it now: a refused refresh, or a refused
-    /// grant made to `oauth_client` (the server's configuration in `creds.json`). The book
-    /// writes these to the file in the background, so a view of the file alone can lag it.
-    pub fn refusal(&self, server: &str, oauth_client: Option<&Value>) -> Option<String> {
-        let refreshed = self
+    /// What the book holds for `server` now: the tokens in use (when it has read them) and why
+    /// it needs a sign-in (a refused refresh, or a refused grant made to `oauth_client`, the
+    /// server's configuration in `creds.json`). The book writes these to the file in the
+    /// background, so a view of the file alone can lag it.
+    pub fn held(&self, server: &str, oauth_client: Option<&Value>) -> Held {
+        let (record, refreshed) = self
             .0
             .cache
             .lock()
             .ok()
-            .and_then(|c| c.get(server).and_then(|e| e.refused.clone()));
-        refreshed.or_else(|| {
+            .and_then(|c| c.get(server).map(|e| (e.record.clone(), e.refused.clone())))
+            .unwrap_or_default();
+        let refused = refreshed.or_else(|| {
             let key = crate::store::settings::grant_key(&oauth_client?.to_string());
             let r = self.0.refusals.lock().ok()?;
             r.get(server)
                 .filter(|(k, _)| *k == key)
                 .map(|(_, why)| why.clone())
-        })
+        });
+        Held { record, refused }
     }
 
     /// Forget that `server`'s grant was refused (a sign-out, a deletion, a token had): the
@@ -682,24 +692,25 @@ mod tests {
         ));
         let on_disk = Credentials::load(home.path()).unwrap();
         let view = |now| super::super::signin::auth_view(Some(&on_disk), "s", Some(url), true, now);
-        assert!(view(None)["reason"].is_null(), "the write is still waiting");
-        let now = book.refusal("s", None);
         assert!(
-            now.as_deref().is_some_and(|w| w.contains("invalid_grant")),
-            "{now:?}"
+            view(Held::default())["reason"].is_null(),
+            "the write is still waiting"
         );
-        assert_eq!(view(now)["state"], "needs_sign_in");
+        let now = book.held("s", None);
+        let why = now.refused.clone().unwrap_or_default();
+        assert!(why.contains("invalid_grant"), "{why}");
+        let v = view(now);
+        assert_eq!(v["state"], "needs_sign_in", "{v}");
+        assert_eq!(v["reason"], why.as_str(), "{v}");
         // A refused grant counts for the configuration it was made to, and no other.
         let client = serde_json::json!({"grant": "client_credentials", "client_id": "a"});
         let key = crate::store::settings::grant_key(&client.to_string());
         book.refuse_grant("g", "invalid_client", key);
-        assert_eq!(
-            book.refusal("g", Some(&client)).as_deref(),
-            Some("invalid_client")
-        );
+        let refused = |c| book.held("g", c).refused;
+        assert_eq!(refused(Some(&client)).as_deref(), Some("invalid_client"));
         let other = serde_json::json!({"grant": "client_credentials", "client_id": "b"});
-        assert_eq!(book.refusal("g", Some(&other)), None);
-        assert_eq!(book.refusal("g", None), None);
+        assert_eq!(refused(Some(&other)), None);
+        assert_eq!(refused(None), None);
         drop(held);
     }
 

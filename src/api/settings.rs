@@ -357,19 +357,23 @@ async fn view(state: &AppState, read: &Read) -> Value {
                     }
                     _ => None,
                 };
-                let refused_now = state.tokens.as_ref().and_then(|book| {
-                    let client = creds
-                        .and_then(|c| c.raw.get("mcp"))
-                        .and_then(|m| m.get(name))
-                        .and_then(|s| s.get("oauth_client"));
-                    book.refusal(name, client)
-                });
+                let held = state
+                    .tokens
+                    .as_ref()
+                    .map(|book| {
+                        let client = creds
+                            .and_then(|c| c.raw.get("mcp"))
+                            .and_then(|m| m.get(name))
+                            .and_then(|s| s.get("oauth_client"));
+                        book.held(name, client)
+                    })
+                    .unwrap_or_default();
                 let auth = crate::actors::signin::auth_view(
                     creds,
                     name,
                     url.as_deref(),
                     status["state"] == "needs_sign_in",
-                    refused_now,
+                    held,
                 );
                 if auth["state"] == "needs_sign_in" && status["state"] == "not_connected" {
                     obj.insert("status".into(), json!({"state": "needs_sign_in", "era": null, "protocol_version": null, "tools": status["tools"], "last_error": auth["reason"]}));
