@@ -50,6 +50,13 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             ];
             if c == 1 {
                 clients.push("floor");
+                // TCP and the socket compared call by call.
+                let p = find(scenario, "albedo-daemon-api-paired", 1);
+                assert!(p.get("failed").is_none(), "{p}");
+                assert!(p["pairs"].as_u64().unwrap() > 0, "{p}");
+                for k in ["tcp_p50_us", "socket_p50_us", "socket_minus_tcp_p50_us"] {
+                    assert!(p[k].is_number(), "{k}: {p}");
+                }
             }
             // The HTTP floor under load: the API's load generator straight at the bench's
             // HTTP server, at every level.
