@@ -1,0 +1,166 @@
+//! Session open (`--only session`): a warm open over saved catalogues (and the first one after
+//! they changed), and a cold open of servers that take their time to start.
+//!
+//! Owns: those scenarios' records. Must not touch: the summary.
+
+use super::*;
+
+impl Bench {
+    pub(crate) fn session_open(&mut self) {
+        println!("\n== session open ==");
+        // Warm: saved catalogues of N servers x M tools.
+        let mut servers = Map::new();
+        let tools = self.sizes.warm_tools.to_string();
+        for i in 0..self.sizes.warm_servers {
+            servers.insert(
+                format!("w{i}"),
+                // Every tool listed at open, as before tool search (its own scenario
+                // measures deferral).
+                json!({"type": "stdio", "command": self.exe, "args": ["__stdio-server", "--tools", tools], "deferTools": "never"}),
+            );
+        }
+        let ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
+        if let Some(d) = self.start_daemon("warm", &ext) {
+            // The first session discovers every server and saves the catalogues.
+            let t = Instant::now();
+            let seeded = self.open_session(&d);
+            let seed_ms = t.elapsed().as_secs_f64() * 1000.0;
+            if let Some(id) = seeded {
+                self.delete_session(&d, &id);
+                let want = self.sizes.warm_servers * self.sizes.warm_tools;
+                let mut times = Vec::new();
+                for _ in 0..self.sizes.warm_reps {
+                    std::thread::sleep(Duration::from_millis(300));
+                    let t = Instant::now();
+                    let (id, tools) = self
+                        .rt
+                        .block_on(async {
+                            let mut c = d.conn();
+                            let (st, body) =
+                                c.request("POST", "/sessions", Some(b"{}")).await.ok()?;
+                            if st != 201 {
+                                return None;
+                            }
+                            let v: Value = serde_json::from_slice(&body).ok()?;
+                            let id = v["id"].as_str()?.to_owned();
+                            if std::env::var_os("BENCH_DEBUG").is_some() {
+                                eprintln!("warm: POST /sessions answered after {:?}", t.elapsed());
+                            }
+                            let (_, body) = c
+                                .request("GET", &format!("/sessions/{id}/tools"), None)
+                                .await
+                                .ok()?;
+                            // Counted without building the list (5,000 tools).
+                            #[derive(serde::Deserialize)]
+                            struct Listing {
+                                tools: Vec<serde::de::IgnoredAny>,
+                            }
+                            let v: Listing = serde_json::from_slice(&body).ok()?;
+                            Some((id, v.tools.len()))
+                        })
+                        .unwrap_or_default();
+                    let ms = t.elapsed().as_secs_f64() * 1000.0;
+                    if tools >= want {
+                        times.push(ms);
+                    } else {
+                        self.fail(format!("warm open listed {tools} tools, not {want}"));
+                    }
+                    if !id.is_empty() {
+                        self.delete_session(&d, &id);
+                    }
+                }
+                let first = times.first().copied().unwrap_or(0.0);
+                times.sort_by(f64::total_cmp);
+                let mut r = json!({
+                    "scenario": "session_open_warm",
+                    "open_ms_first": first,
+                    "client": API,
+                    "concurrency": 1,
+                    "servers": self.sizes.warm_servers,
+                    "tools_per_server": self.sizes.warm_tools,
+                    "open_ms_p50": pctf(&times, 0.5),
+                    "open_ms_max": times.last().copied().unwrap_or(0.0),
+                    "calls_per_s": null,
+                    "p50_us": (pctf(&times, 0.5) * 1000.0).round(),
+                    "p99_us": (pctf(&times, 0.99) * 1000.0).round(),
+                    "cpu_us_per_call": null,
+                    "first_discovery_ms": seed_ms,
+                    "reps": times.len(),
+                });
+                if times.is_empty() {
+                    r["failed"] = json!("no warm open listed every tool");
+                }
+                self.push(r);
+            }
+        }
+        // Cold: N servers that each take D ms to start, never heard from.
+        let delay = self.sizes.cold_delay_ms;
+        let mut times = Vec::new();
+        let mut ext = json!({});
+        let Some(d) = self.start_daemon(
+            "cold",
+            &json!({"enabled": {"mcp": true}, "mcp": {"servers": {}}}),
+        ) else {
+            return;
+        };
+        for rep in 0..self.sizes.cold_reps {
+            let mut servers = Map::new();
+            for i in 0..self.sizes.cold_servers {
+                servers.insert(
+                    format!("c{i}"),
+                    json!({"type": "stdio", "command": self.exe,
+                           "args": ["__stdio-server", "--start-delay-ms", delay.to_string(), "--nonce", format!("{rep}")]}),
+                );
+            }
+            ext = json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}});
+            let _ = std::fs::write(
+                d.home.join("extensions.json"),
+                serde_json::to_vec_pretty(&ext).unwrap_or_default(),
+            );
+            let t = Instant::now();
+            let v = self.rt.block_on(async {
+                let mut c = d.conn();
+                let (_, body) = c.request("POST", "/sessions", Some(b"{}")).await.ok()?;
+                serde_json::from_slice::<Value>(&body).ok()
+            });
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            let connected = v
+                .as_ref()
+                .and_then(|v| v["servers"].as_array())
+                .map(|a| a.iter().filter(|s| s["state"] == "connected").count())
+                .unwrap_or(0);
+            if connected == self.sizes.cold_servers {
+                times.push(ms);
+            } else {
+                self.fail(format!(
+                    "cold open: {connected} of {} servers connected",
+                    self.sizes.cold_servers
+                ));
+            }
+            if let Some(id) = v.as_ref().and_then(|v| v["id"].as_str()) {
+                self.delete_session(&d, id);
+            }
+        }
+        let _ = ext;
+        times.sort_by(f64::total_cmp);
+        let mut r = json!({
+            "scenario": "session_open_cold",
+            "client": API,
+            "concurrency": 1,
+            "servers": self.sizes.cold_servers,
+            "server_start_ms": delay,
+            "open_ms_p50": pctf(&times, 0.5),
+            "open_ms_max": times.last().copied().unwrap_or(0.0),
+            "calls_per_s": null,
+            "p50_us": (pctf(&times, 0.5) * 1000.0).round(),
+            "p99_us": (pctf(&times, 0.99) * 1000.0).round(),
+            "cpu_us_per_call": null,
+            "over_slowest_ms_max": times.last().map(|t| t - delay as f64).unwrap_or(0.0),
+            "reps": times.len(),
+        });
+        if times.is_empty() {
+            r["failed"] = json!("no cold open connected every server");
+        }
+        self.push(r);
+    }
+}

@@ -1,0 +1,400 @@
+//! The summary: medians over the repeats, the ratios between clients and the issue's targets,
+//! each with its figures, as the run prints them and writes them to the JSON.
+//!
+//! Owns: ratios and targets. Must not touch: the measurements (it reads the records only).
+
+use super::*;
+
+impl Bench {
+    pub(crate) fn median(
+        &self,
+        scenario: &str,
+        who: &str,
+        c: u64,
+        key: &str,
+    ) -> Option<(f64, f64)> {
+        let mut v: Vec<f64> = self
+            .records
+            .iter()
+            .filter(|r| r["scenario"] == scenario && r["client"] == who && r["concurrency"] == c)
+            .filter(|r| r.get("failed").is_none())
+            .filter_map(|r| r[key].as_f64())
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let med = pctf(&v, 0.5);
+        let spread = if med > 0.0 {
+            (v[v.len() - 1] - v[0]) / med * 100.0
+        } else {
+            0.0
+        };
+        Some((med, spread))
+    }
+
+    pub(crate) fn summary(&mut self) -> (Vec<Value>, Vec<Value>) {
+        let mut ratios = Vec::new();
+        let mut targets = Vec::new();
+        let mut target = |name: String, met: bool, detail: String| {
+            targets.push(json!({"target": name, "met": met, "detail": detail}));
+        };
+        println!(
+            "\n== ratios (medians over {} rep(s); spread = (max-min)/median) ==",
+            self.opts.repeat
+        );
+        for scenario in ["roundtrip_stdio", "roundtrip_http"] {
+            for &c in &self.sizes.levels {
+                let a = self.median(scenario, ALBEDO, c, "calls_per_s");
+                let a99 = self.median(scenario, ALBEDO, c, "p99_us");
+                let r = [RMCP, RMCP_POOLED]
+                    .iter()
+                    .filter_map(|w| self.median(scenario, w, c, "calls_per_s").map(|m| (*w, m)))
+                    .max_by(|x, y| x.1 .0.total_cmp(&y.1 .0));
+                let t = self.median(scenario, TS, c, "calls_per_s");
+                let mut line = format!("{scenario} c={c}:");
+                let mut rec = json!({"scenario": scenario, "concurrency": c});
+                if let (Some(a), Some((rw, r))) = (a, r) {
+                    let x = a.0 / r.0;
+                    line += &format!(" albedo/{rw} {x:.2}x (spread {:.0}%/{:.0}%)", a.1, r.1);
+                    rec["albedo_vs_rmcp_calls_per_s"] = json!(x);
+                    rec["rmcp_variant"] = json!(rw);
+                    target(
+                        format!("{scenario} c={c}: calls/s >= rmcp"),
+                        x >= 1.0,
+                        format!("{x:.2}x of {rw}"),
+                    );
+                    let r99 = self.median(scenario, rw, c, "p99_us");
+                    if let (Some(a99), Some(r99)) = (a99, r99) {
+                        rec["rmcp_vs_albedo_p99"] = json!(r99.0 / a99.0.max(1.0));
+                        line += &format!(", p99 {:.0} vs {:.0} us", a99.0, r99.0);
+                        target(
+                            format!("{scenario} c={c}: p99 <= rmcp"),
+                            a99.0 <= r99.0,
+                            format!("{:.0} us vs {rw} {:.0} us", a99.0, r99.0),
+                        );
+                    }
+                }
+                // The floor (one call at a time only): the best any client could do here.
+                let f = self.median(scenario, FLOOR, c, "calls_per_s");
+                if let (Some(a), Some(f)) = (a, f) {
+                    let x = a.0 / f.0;
+                    line += &format!("; albedo at {:.0}% of the floor", x * 100.0);
+                    rec["albedo_vs_floor_calls_per_s"] = json!(x);
+                }
+                if let (Some(a), Some(t)) = (a, t) {
+                    let x = a.0 / t.0;
+                    line += &format!("; albedo/ts {x:.2}x");
+                    rec["albedo_vs_ts_calls_per_s"] = json!(x);
+                    let mut detail = format!("{x:.2}x");
+                    if let Some(f) = f {
+                        let most = f.0 / t.0;
+                        line += &format!(" (the floor allows {most:.2}x)");
+                        rec["floor_vs_ts_calls_per_s"] = json!(most);
+                        detail += &format!("; a client that cost nothing would reach {most:.2}x");
+                    }
+                    target(
+                        format!("{scenario} c={c}: calls/s >= 3x TS SDK"),
+                        x >= 3.0,
+                        detail,
+                    );
+                }
+                println!("{line}");
+                ratios.push(rec);
+            }
+            // What the API adds at p50, one call at a time.
+            if let (Some(api), Some(direct)) = (
+                self.median(scenario, API, 1, "p50_us"),
+                self.median(scenario, ALBEDO, 1, "p50_us"),
+            ) {
+                let add = api.0 - direct.0;
+                println!("{scenario}: the daemon API adds {add:.0} us at p50 (c=1)");
+                ratios
+                    .push(json!({"scenario": scenario, "concurrency": 1, "api_adds_p50_us": add}));
+                target(
+                    format!("{scenario}: API adds <= 150 us at p50"),
+                    add <= 150.0,
+                    format!("{add:.0} us"),
+                );
+            }
+            // The daemon's own path (issue 15): at one call in flight, the API's p50 within
+            // 1.3x the client's p50 plus the HTTP floor's, over TCP, and lower over the socket.
+            let client1 = self.median(scenario, ALBEDO, 1, "p50_us");
+            let floor1 = self.median("roundtrip_http", FLOOR, 1, "p50_us");
+            if let (Some(client), Some(floor)) = (client1, floor1) {
+                let bound = 1.3 * (client.0 + floor.0);
+                for who in [API, API_SOCKET] {
+                    if let Some(api) = self.median(scenario, who, 1, "p50_us") {
+                        target(
+                            format!(
+                                "{scenario} c=1: {who} p50 <= 1.3x (client p50 + HTTP floor p50)"
+                            ),
+                            api.0 <= bound,
+                            format!(
+                                "{:.0} us vs {bound:.0} us (1.3 x ({:.0} + {:.0}))",
+                                api.0, client.0, floor.0
+                            ),
+                        );
+                    }
+                }
+            }
+            // Read from the calls made in turn (both ways under the same noise); the levels
+            // measured one after the other are in the detail.
+            if let (Some(tcp), Some(sock), Some(diff), Some(share)) = (
+                self.median(scenario, API_PAIRED, 1, "tcp_p50_us"),
+                self.median(scenario, API_PAIRED, 1, "socket_p50_us"),
+                self.median(scenario, API_PAIRED, 1, "socket_minus_tcp_p50_us"),
+                self.median(scenario, API_PAIRED, 1, "socket_lower_share"),
+            ) {
+                let apart = match (
+                    self.median(scenario, API, 1, "p50_us"),
+                    self.median(scenario, API_SOCKET, 1, "p50_us"),
+                ) {
+                    (Some(t), Some(s)) => format!("; measured apart {:.0} vs {:.0} us", s.0, t.0),
+                    _ => String::new(),
+                };
+                target(
+                    format!("{scenario} c=1: the API's p50 lower over the socket than over TCP"),
+                    sock.0 < tcp.0,
+                    format!(
+                        "calls in turn: {:.0} us vs {:.0} us, the median pair {diff:+.0} us, \
+                         the socket faster in {:.0} % of pairs{apart}",
+                        sock.0,
+                        tcp.0,
+                        share.0 * 100.0,
+                        diff = diff.0,
+                    ),
+                );
+            }
+            // At the highest level over stdio: the API does at least 25 % of the client's
+            // calls per second, with a p99 at most 3x the client's.
+            let top = self.sizes.levels.iter().copied().max().unwrap_or(1);
+            if scenario == "roundtrip_stdio" {
+                let client = (
+                    self.median(scenario, ALBEDO, top, "calls_per_s"),
+                    self.median(scenario, ALBEDO, top, "p99_us"),
+                );
+                for who in [API, API_SOCKET] {
+                    let api = (
+                        self.median(scenario, who, top, "calls_per_s"),
+                        self.median(scenario, who, top, "p99_us"),
+                    );
+                    if let ((Some(c), Some(c99)), (Some(a), Some(a99))) = (client, api) {
+                        let share = a.0 / c.0.max(1.0);
+                        let mut ratio = json!({"scenario": scenario, "concurrency": top,
+                            "client": who, "api_share_of_client_calls_per_s": share,
+                            "api_p99_over_client_p99": a99.0 / c99.0.max(1.0)});
+                        let mut detail =
+                            format!("{:.0}% ({:.0} vs {:.0} calls/s)", share * 100.0, a.0, c.0);
+                        // What the same load generator gets from an HTTP server with no
+                        // daemon behind it, at the same level.
+                        if let Some(f) =
+                            self.median(HTTP_FLOOR_SCENARIO, LOADGEN, top, "calls_per_s")
+                        {
+                            let (api_share, target_share) =
+                                (a.0 / f.0.max(1.0), 0.25 * c.0 / f.0.max(1.0));
+                            ratio["api_share_of_http_floor_calls_per_s"] = json!(api_share);
+                            ratio["target_share_of_http_floor_calls_per_s"] = json!(target_share);
+                            detail += &format!(
+                                "; the HTTP floor under the same load: {:.0} calls/s, the API at \
+                                 {:.0}% of it, the target at {:.0}%",
+                                f.0,
+                                100.0 * api_share,
+                                100.0 * target_share
+                            );
+                        }
+                        ratios.push(ratio);
+                        target(
+                            format!("{scenario} c={top}: {who} >= 25% of the client's calls/s"),
+                            share >= 0.25,
+                            detail,
+                        );
+                        target(
+                            format!("{scenario} c={top}: {who} p99 <= 3x the client's"),
+                            a99.0 <= 3.0 * c99.0,
+                            format!("{:.0} us vs {:.0} us", a99.0, c99.0),
+                        );
+                    }
+                }
+            }
+        }
+        let get = |s: &str| {
+            self.records
+                .iter()
+                .find(|r| r["scenario"] == s && r.get("failed").is_none())
+        };
+        if let Some(r) = get("session_open_warm") {
+            let ms = r["open_ms_p50"].as_f64().unwrap_or(f64::MAX);
+            target(
+                format!(
+                    "warm session open ({} x {}) < 20 ms",
+                    r["servers"], r["tools_per_server"]
+                ),
+                ms < 20.0,
+                format!(
+                    "{ms:.1} ms at p50, {:.1} ms for the first (catalogues decoded, tools built)",
+                    r["open_ms_first"].as_f64().unwrap_or(0.0)
+                ),
+            );
+        }
+        if let Some(r) = get("session_open_warm") {
+            let first = r["open_ms_first"].as_f64().unwrap_or(f64::MAX);
+            let p50 = r["open_ms_p50"].as_f64().unwrap_or(0.0);
+            target(
+                "the first warm open after the catalogues changed within 2x a later one".into(),
+                first <= 2.0 * p50,
+                format!("{first:.1} ms vs {p50:.1} ms at p50"),
+            );
+        }
+        if let Some(r) = self
+            .records
+            .iter()
+            .find(|r| r["scenario"] == "fleet_sessions")
+        {
+            let p99 = r["p99_us"].as_f64().unwrap_or(f64::MAX);
+            let errors = r["errors"].as_u64().unwrap_or(u64::MAX);
+            target(
+                format!(
+                    "fleet: {} sessions x 1 call / 10 ms: API p99 < 5 ms, no error",
+                    r["sessions"]
+                ),
+                p99 < 5000.0 && errors == 0,
+                format!("p99 {p99:.0} us, {errors} errors"),
+            );
+        }
+        if let Some(r) = get("session_open_cold") {
+            let over = r["over_slowest_ms_max"].as_f64().unwrap_or(f64::MAX);
+            target(
+                format!(
+                    "cold session open ({} servers) within 150 ms of the slowest",
+                    r["servers"]
+                ),
+                over <= 150.0,
+                format!(
+                    "{over:.0} ms over the slowest ({} ms)",
+                    r["server_start_ms"]
+                ),
+            );
+        }
+        for s in ["large_stdio", "large_http_json", "large_http_sse"] {
+            for (who, over) in [(API, ""), (API_SOCKET, " (over the socket)")] {
+                let Some((mbs, _)) = self.median(s, who, 1, "mb_per_s") else {
+                    continue;
+                };
+                // The worst peak of the repeats.
+                let x = self
+                    .records
+                    .iter()
+                    .filter(|r| r["scenario"] == s && r["client"] == who)
+                    .filter(|r| r.get("failed").is_none())
+                    .filter_map(|r| r["daemon_peak_over_base_x_message"].as_f64())
+                    .fold(0.0, f64::max);
+                target(
+                    format!("{s}: >= 200 MB/s through the daemon{over}"),
+                    mbs >= 200.0,
+                    format!("{mbs:.0} MB/s"),
+                );
+                target(
+                    format!("{s}: daemon peak < 3x the message{over}"),
+                    x < 3.0,
+                    format!("{x:.2}x"),
+                );
+                if let Some(c) = self.median(s, ALBEDO, 1, "mb_per_s") {
+                    let share = mbs / c.0.max(1e-9);
+                    target(
+                        format!("{s}: through the API >= 80% of the client's MB/s{over}"),
+                        share >= 0.8,
+                        format!("{:.0}% ({mbs:.0} vs {:.0} MB/s)", share * 100.0, c.0),
+                    );
+                }
+            }
+        }
+        if let Some(r) = get("scale_http_connections") {
+            let k = r["daemon_kib_per_idle_connection"]
+                .as_f64()
+                .unwrap_or(f64::MAX);
+            target(
+                format!("{} idle HTTP connections: < 100 KiB each", r["connections"]),
+                k < 100.0,
+                format!("{k:.1} KiB"),
+            );
+        }
+        if let Some(r) = get("tool_search_open") {
+            let x = r["bytes_fewer_share"].as_f64().unwrap_or(0.0);
+            target(
+                format!(
+                    "tool search: >= 90 % fewer schema bytes at open ({} x {} tools)",
+                    r["servers"], r["tools_per_server"]
+                ),
+                x >= 0.9,
+                format!(
+                    "{:.1} % fewer ({} bytes deferred, {} not); {} server processes at open, {} with every tool loaded",
+                    x * 100.0,
+                    r["bytes_deferred"],
+                    r["bytes_never"],
+                    r["server_processes_deferred"],
+                    r["server_processes_never"]
+                ),
+            );
+        }
+        if let Some(r) = get("tool_search_latency") {
+            let p99 = r["search_p99_us"].as_f64().unwrap_or(f64::MAX);
+            target(
+                format!("tool search over {} tools: p99 < 1 ms", r["tools"]),
+                p99 < 1000.0,
+                format!(
+                    "p99 {p99:.0} us, p50 {:.0} us",
+                    r["search_p50_us"].as_f64().unwrap_or(0.0)
+                ),
+            );
+        }
+        if let Some(r) = get("tool_search_ranking") {
+            let x = r["top5_share"].as_f64().unwrap_or(0.0);
+            target(
+                format!(
+                    "tool search ranking: >= 90 % of {} queries in the top 5",
+                    r["queries"]
+                ),
+                x >= 0.9,
+                format!(
+                    "{:.1} % in the top 5, {:.1} % first",
+                    x * 100.0,
+                    r["top1_share"].as_f64().unwrap_or(0.0) * 100.0
+                ),
+            );
+        }
+        for via in ["tcp", "socket"] {
+            let scenario = format!("python_{via}");
+            let b = self.median(&scenario, PY_BINDING, 1, "binding_adds_us_per_call_c1");
+            let cpu = self.median(&scenario, PY_BINDING, 1, "binding_cpu_us_per_call_added");
+            if let (Some(b), Some(cpu)) = (b, cpu) {
+                let r = self.median(&scenario, PY_RAW, 1, "calls_per_s");
+                let p = self.median(&scenario, PY_BINDING, 1, "calls_per_s");
+                println!(
+                    "{scenario} c=1: the binding adds {:.1} us per call ({:.1} us of its own CPU); {:.0} vs {:.0} calls/s with httpx directly",
+                    b.0,
+                    cpu.0,
+                    p.map(|x| x.0).unwrap_or(0.0),
+                    r.map(|x| x.0).unwrap_or(0.0)
+                );
+                ratios.push(json!({"scenario": scenario, "concurrency": 1,
+                    "binding_adds_us_per_call": b.0, "binding_cpu_us_per_call_added": cpu.0}));
+                target(
+                    format!("{scenario} c=1: the Python binding adds < 100 us per call"),
+                    b.0 < 100.0,
+                    format!("+{:.1} us per call (its own CPU: +{:.1} us)", b.0, cpu.0),
+                );
+            }
+        }
+        println!("\n== targets ==");
+        for t in &targets {
+            println!(
+                "{} {}: {}",
+                if t["met"] == true { "MET   " } else { "MISSED" },
+                t["target"].as_str().unwrap_or(""),
+                t["detail"].as_str().unwrap_or("")
+            );
+        }
+        (ratios, targets)
+    }
+}
