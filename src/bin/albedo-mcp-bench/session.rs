@@ -71,22 +71,16 @@ impl Bench {
                 }
                 let first = times.first().copied().unwrap_or(0.0);
                 times.sort_by(f64::total_cmp);
-                let mut r = json!({
-                    "scenario": "session_open_warm",
-                    "open_ms_first": first,
-                    "client": API,
-                    "concurrency": 1,
-                    "servers": self.sizes.warm_servers,
-                    "tools_per_server": self.sizes.warm_tools,
-                    "open_ms_p50": pctf(&times, 0.5),
-                    "open_ms_max": times.last().copied().unwrap_or(0.0),
-                    "calls_per_s": null,
-                    "p50_us": (pctf(&times, 0.5) * 1000.0).round(),
-                    "p99_us": (pctf(&times, 0.99) * 1000.0).round(),
-                    "cpu_us_per_call": null,
-                    "first_discovery_ms": seed_ms,
-                    "reps": times.len(),
-                });
+                let mut r = opens_record(
+                    "session_open_warm",
+                    &times,
+                    json!({
+                        "open_ms_first": first,
+                        "servers": self.sizes.warm_servers,
+                        "tools_per_server": self.sizes.warm_tools,
+                        "first_discovery_ms": seed_ms,
+                    }),
+                );
                 if times.is_empty() {
                     r["failed"] = json!("no warm open listed every tool");
                 }
@@ -143,24 +137,37 @@ impl Bench {
         }
         let _ = ext;
         times.sort_by(f64::total_cmp);
-        let mut r = json!({
-            "scenario": "session_open_cold",
-            "client": API,
-            "concurrency": 1,
-            "servers": self.sizes.cold_servers,
-            "server_start_ms": delay,
-            "open_ms_p50": pctf(&times, 0.5),
-            "open_ms_max": times.last().copied().unwrap_or(0.0),
-            "calls_per_s": null,
-            "p50_us": (pctf(&times, 0.5) * 1000.0).round(),
-            "p99_us": (pctf(&times, 0.99) * 1000.0).round(),
-            "cpu_us_per_call": null,
-            "over_slowest_ms_max": times.last().map(|t| t - delay as f64).unwrap_or(0.0),
-            "reps": times.len(),
-        });
+        let mut r = opens_record(
+            "session_open_cold",
+            &times,
+            json!({
+                "servers": self.sizes.cold_servers,
+                "server_start_ms": delay,
+                "over_slowest_ms_max": times.last().map(|t| t - delay as f64).unwrap_or(0.0),
+            }),
+        );
         if times.is_empty() {
             r["failed"] = json!("no cold open connected every server");
         }
         self.push(r);
     }
+}
+
+/// The record of a scenario's session opens, `times` (ms, sorted): their p50 and maximum, as
+/// `p50_us` and `p99_us` too, with the scenario's own figures in `extra`.
+fn opens_record(scenario: &str, times: &[f64], extra: Value) -> Value {
+    let mut r = json!({
+        "scenario": scenario,
+        "client": API,
+        "concurrency": 1,
+        "open_ms_p50": pctf(times, 0.5),
+        "open_ms_max": times.last().copied().unwrap_or(0.0),
+        "calls_per_s": null,
+        "p50_us": (pctf(times, 0.5) * 1000.0).round(),
+        "p99_us": (pctf(times, 0.99) * 1000.0).round(),
+        "cpu_us_per_call": null,
+        "reps": times.len(),
+    });
+    merge(&mut r, &extra);
+    r
 }

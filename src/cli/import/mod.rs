@@ -669,6 +669,32 @@ mod tests {
     }
 
     #[test]
+    fn the_configured_bearer_comes_before_an_authorization_header() {
+        // Codex: `bearer_token_env_var` and an `Authorization: Bearer` header. The configured
+        // one is the bearer; the header is said in a note, its value nowhere.
+        let plan = p(
+            "[mcp_servers.api]\nurl = \"https://api.example.com/mcp\"\n\
+             bearer_token_env_var = \"API_TOKEN\"\n\
+             http_headers = { Authorization = \"Bearer tok-in-header\" }\n",
+            "config.toml",
+        );
+        assert_eq!(
+            plan.patch["servers"]["api"]["bearerTokenEnvVar"], "API_TOKEN",
+            "{}",
+            plan.patch
+        );
+        assert!(plan.patch["secrets"]["api"].get("bearer_token").is_none());
+        let note = plan
+            .notes
+            .iter()
+            .find(|n| n.contains("already has a bearer token"))
+            .unwrap_or_else(|| panic!("{:?}", plan.notes));
+        assert!(note.contains("Authorization"), "{note}");
+        let shown = plan.to_json().to_string() + &plan.describe(Path::new("f"), true);
+        assert!(!shown.contains("tok-in-header"), "{shown}");
+    }
+
+    #[test]
     fn names_are_made_valid_and_clashes_get_suffixes() {
         let plan = plan(
             r#"{"mcpServers": {"My Server!": {"command": "a"}, "docs": {"command": "b"},

@@ -13,6 +13,17 @@ pub(super) enum Given {
     Var(String),
 }
 
+impl Given {
+    /// What this secret-bearing value becomes: a reference to the daemon's variable, a literal
+    /// secret, or why it cannot be carried over.
+    fn class(&self, ctx: &Ctx) -> Class {
+        match self {
+            Given::Var(var) => reference(var, false),
+            Given::Text(t) => ctx.secret(t),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Stdio,
@@ -170,11 +181,7 @@ pub(super) fn build(
                     ));
                     continue;
                 }
-                let class = match v {
-                    Given::Var(var) => reference(var, false),
-                    Given::Text(t) => ctx.secret(t),
-                };
-                match class {
+                match v.class(ctx) {
                     Class::Ref { var, default } => {
                         if default {
                             notes.push(format!(
@@ -249,21 +256,8 @@ pub(super) fn build(
             server.insert("type".into(), json!("http"));
             server.insert("url".into(), json!(url));
             let mut bearer_set = false;
-            if let Some(b) = &e.bearer {
-                let class = match b {
-                    Given::Var(v) => reference(v, false),
-                    Given::Text(t) => ctx.secret(t),
-                };
-                bearer_set = set_bearer(
-                    &who,
-                    class,
-                    &mut server,
-                    &mut secrets,
-                    &mut secret_names,
-                    notes,
-                );
-            }
-            // `Authorization: Bearer X` first: it is the bearer token, whatever the order.
+            // The configured bearer, then `Authorization: Bearer X` headers (whatever the
+            // order): the first is the server's bearer token.
             let bearer_header = |h: &str, v: &Given| -> Option<String> {
                 match v {
                     Given::Text(t) if h.eq_ignore_ascii_case("authorization") => t
@@ -273,26 +267,29 @@ pub(super) fn build(
                     _ => None,
                 }
             };
-            for (h, v) in &e.headers {
-                let Some(token) = bearer_header(h, v) else {
-                    continue;
-                };
+            let configured = e.bearer.iter().map(|b| (None, b.class(ctx)));
+            let headers_given = e
+                .headers
+                .iter()
+                .filter_map(|(h, v)| bearer_header(h, v).map(|t| (Some(h), ctx.secret(&t))));
+            for (header, class) in configured.chain(headers_given) {
                 if bearer_set {
-                    notes.push(format!(
-                        "{who}: header {h} is not imported: the server already has a bearer \
-                         token"
-                    ));
-                } else {
-                    let class = ctx.secret(&token);
-                    bearer_set = set_bearer(
-                        &who,
-                        class,
-                        &mut server,
-                        &mut secrets,
-                        &mut secret_names,
-                        notes,
-                    );
+                    if let Some(h) = header {
+                        notes.push(format!(
+                            "{who}: header {h} is not imported: the server already has a \
+                             bearer token"
+                        ));
+                    }
+                    continue;
                 }
+                bearer_set = set_bearer(
+                    &who,
+                    class,
+                    &mut server,
+                    &mut secrets,
+                    &mut secret_names,
+                    notes,
+                );
             }
             let mut headers = Map::new();
             let mut header_secret: Option<String> = None;
@@ -304,11 +301,7 @@ pub(super) fn build(
                     notes.push(format!("{who}: header {h:?} is not imported: {why}"));
                     continue;
                 }
-                let class = match v {
-                    Given::Var(var) => reference(var, false),
-                    Given::Text(t) => ctx.secret(t),
-                };
-                match class {
+                match v.class(ctx) {
                     Class::Ref { var, default } => {
                         if default {
                             notes.push(format!(
