@@ -1,0 +1,103 @@
+//! What outlives a restart of the Connection actor ([`ConnShared`]): the session's owner and
+//! the catalogue it advertises, the restart count, whether it was closed or failed, the log
+//! limiter, and the tests' panic hooks.
+//!
+//! Owns: that state, shared by every instance behind one handle. Must not touch: the client.
+
+use super::*;
+
+/// The part of a connection that outlives a restart: the registry's handle, the session's
+/// owner and catalogue, counters, and the test hooks. Shared by every instance of the actor
+/// behind one [`crate::actors::handle::ConnHandle`].
+pub struct ConnShared {
+    pub name: String,
+    owner: Mutex<Option<Recipient<CatalogueChanged>>>,
+    known: Mutex<Option<Arc<Catalogue>>>,
+    restarts: AtomicU32,
+    closed: AtomicBool,
+    failed: Mutex<Option<String>>,
+    /// Test hook: the next handler of this kind panics (see [`ArmPanic`]).
+    pub(super) armed: Mutex<Option<PanicPoint>>,
+    /// Lines this connection logs about its server (it is untrusted: rate-limited).
+    pub(crate) log_limit: crate::protocol::text::LogLimiter,
+}
+
+impl ConnShared {
+    pub fn new(name: &str) -> ConnShared {
+        ConnShared {
+            name: name.to_owned(),
+            owner: Mutex::new(None),
+            known: Mutex::new(None),
+            restarts: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            armed: Mutex::new(None),
+            log_limit: Default::default(),
+        }
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_restart(&self) -> u32 {
+        self.restarts.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_closed(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn failed(&self) -> Option<String> {
+        self.failed.lock().ok().and_then(|g| g.clone())
+    }
+
+    pub(crate) fn mark_failed(&self, reason: String) {
+        if let Ok(mut g) = self.failed.lock() {
+            *g = Some(reason);
+        }
+    }
+
+    pub(super) fn owner(&self) -> Option<Recipient<CatalogueChanged>> {
+        self.owner.lock().ok().and_then(|g| g.clone())
+    }
+
+    pub(super) fn known(&self) -> Option<Arc<Catalogue>> {
+        self.known.lock().ok().and_then(|g| g.clone())
+    }
+
+    pub(crate) fn set_known(&self, cat: Option<Arc<Catalogue>>) {
+        if let Ok(mut g) = self.known.lock() {
+            *g = cat;
+        }
+    }
+
+    pub(crate) fn set_owner(&self, owner: Recipient<CatalogueChanged>) {
+        if let Ok(mut g) = self.owner.lock() {
+            *g = Some(owner);
+        }
+    }
+
+    /// Panic here if a test armed this point.
+    pub(super) fn trip(&self, point: PanicPoint) {
+        let hit = self
+            .armed
+            .lock()
+            .map(|mut g| {
+                if *g == Some(point) {
+                    *g = None;
+                    true
+                } else {
+                    false
+                }
+            })
+            .unwrap_or(false);
+        if hit {
+            panic!("injected panic in {point:?}");
+        }
+    }
+}
