@@ -22,7 +22,7 @@ use crate::protocol::text::{unsafe_char, Redactor};
 use crate::protocol::Era;
 use crate::store::settings::{ResolvedServer, ResolvedTransport};
 use crate::transport::stderr::{Captured, StderrCapture};
-use crate::transport::stdio::{StdioSpec, StdioTransport};
+use crate::transport::stdio::StdioTransport;
 use crate::transport::{Inbound, InboundSink, SharedTransport, TransportError};
 use actix::prelude::*;
 use serde::Serialize;
@@ -242,32 +242,12 @@ impl Run<'_> {
     ) {
         let (ctx, client, redact) = (self.ctx, self.client, self.redact);
         let _permit = ctx.dials.acquire().await;
-        let opened: Result<SharedTransport, TransportError> = match &self.server.transport {
-            ResolvedTransport::Stdio {
-                command,
-                args,
-                cwd,
-                env,
-            } => {
-                let spec = StdioSpec {
-                    launcher: ctx.launcher.clone(),
-                    command: command.clone(),
-                    args: args.clone(),
-                    cwd: cwd.clone(),
-                    env: env.clone(),
-                };
-                StdioTransport::spawn_capturing(&spec, sink).map(|(t, c)| {
-                    *capture = Some(c);
-                    t as SharedTransport
-                })
-            }
-            ResolvedTransport::Http { url, headers } => match &ctx.http {
-                Some(opener) => opener.open(url, headers, sink),
-                None => Err(TransportError::Connect(
-                    "HTTP servers are not available in this build".into(),
-                )),
-            },
-        };
+        let opened = ctx.open(&self.server.transport, sink, |spec, sink| {
+            StdioTransport::spawn_capturing(spec, sink).map(|(t, c)| {
+                *capture = Some(c);
+                t as SharedTransport
+            })
+        });
         let transport = match opened {
             Ok(t) => t,
             Err(e) => {

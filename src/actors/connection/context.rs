@@ -102,6 +102,44 @@ impl RestartPolicy {
     }
 }
 
+impl ConnContext {
+    /// Open the transport to `transport`'s server: a stdio server through `spawn` (given the
+    /// launcher's spec), an HTTP one through the daemon's opener.
+    pub fn open(
+        &self,
+        transport: &ResolvedTransport,
+        sink: Arc<dyn crate::transport::InboundSink>,
+        spawn: impl FnOnce(
+            &StdioSpec,
+            Arc<dyn crate::transport::InboundSink>,
+        ) -> Result<SharedTransport, TransportError>,
+    ) -> Result<SharedTransport, TransportError> {
+        match transport {
+            ResolvedTransport::Stdio {
+                command,
+                args,
+                cwd,
+                env,
+            } => {
+                let spec = StdioSpec {
+                    launcher: self.launcher.clone(),
+                    command: command.clone(),
+                    args: args.clone(),
+                    cwd: cwd.clone(),
+                    env: env.clone(),
+                };
+                spawn(&spec, sink)
+            }
+            ResolvedTransport::Http { url, headers } => match &self.http {
+                Some(opener) => opener.open(url, headers, sink),
+                None => Err(TransportError::Connect(
+                    "HTTP servers are not available in this build".into(),
+                )),
+            },
+        }
+    }
+}
+
 /// Opens HTTP transports (kept behind a trait so the actor does not depend on TLS setup).
 pub trait HttpOpener: Send + Sync {
     fn open(

@@ -172,36 +172,12 @@ impl Link {
 
     pub(super) async fn dial(self: &Rc<Self>) -> Result<(McpClient, ServerHello), HandshakeError> {
         let (client, sink, mut events) = McpClient::new();
-        let transport: SharedTransport = match &self.server.transport {
-            ResolvedTransport::Stdio {
-                command,
-                args,
-                cwd,
-                env,
-            } => {
-                let spec = StdioSpec {
-                    launcher: self.ctx.launcher.clone(),
-                    command: command.clone(),
-                    args: args.clone(),
-                    cwd: cwd.clone(),
-                    env: env.clone(),
-                };
-                StdioTransport::spawn(&spec, sink)
-                    .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?
-            }
-            ResolvedTransport::Http { url, headers } => match &self.ctx.http {
-                Some(opener) => opener
-                    .open(url, headers, sink)
-                    .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?,
-                None => {
-                    return Err(HandshakeError::Rpc(RpcError::NotSent(
-                        TransportError::Connect(
-                            "HTTP servers are not available in this build".into(),
-                        ),
-                    )))
-                }
-            },
-        };
+        let transport = self
+            .ctx
+            .open(&self.server.transport, sink, |spec, sink| {
+                StdioTransport::spawn(spec, sink).map(|t| t as SharedTransport)
+            })
+            .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?;
         let bearer = self.apply_bearer(&transport).await?;
         client.attach(transport.clone());
         let tx = self.events.clone();
