@@ -14,6 +14,17 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Start `cmd` with no stdin and its output dropped (a server the bench reaches over
+    /// HTTP).
+    pub fn quiet(cmd: &mut Command) -> Option<Proc> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()
+            .map(|child| Proc { child })
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }

@@ -35,16 +35,13 @@ impl Bench {
         if self.sizes.real_http {
             if py.is_file() {
                 let pf = self.scratch.0.join("py-port");
-                let child = Command::new(&py)
-                    .arg(&py_server)
-                    .args(["--transport", "http", "--port", "0", "--port-file"])
-                    .arg(&pf)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn();
-                if let Ok(child) = child {
-                    let p = Proc { child };
+                let server = Proc::quiet(
+                    Command::new(&py)
+                        .arg(&py_server)
+                        .args(["--transport", "http", "--port", "0", "--port-file"])
+                        .arg(&pf),
+                );
+                if let Some(p) = server {
                     if let Some(port) = procs::wait_file(&pf, Duration::from_secs(30)) {
                         targets.push((
                             "real_python_http".into(),
@@ -56,18 +53,15 @@ impl Bench {
             }
             if everything.is_file() {
                 let port = procs::free_port();
-                let child = Command::new("node")
-                    .arg("--require")
-                    .arg(self.repo.join("tests/peers/localhost.cjs"))
-                    .arg(&everything)
-                    .arg("streamableHttp")
-                    .env("PORT", port.to_string())
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn();
-                if let Ok(child) = child {
-                    let p = Proc { child };
+                let server = Proc::quiet(
+                    Command::new("node")
+                        .arg("--require")
+                        .arg(self.repo.join("tests/peers/localhost.cjs"))
+                        .arg(&everything)
+                        .arg("streamableHttp")
+                        .env("PORT", port.to_string()),
+                );
+                if let Some(p) = server {
                     if procs::wait_port(port, Duration::from_secs(30)) {
                         targets.push((
                             "real_everything_http".into(),
