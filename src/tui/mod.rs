@@ -18,6 +18,7 @@
 //! PATCH's `secrets` and never drawn or logged.
 
 pub mod app;
+pub mod form;
 pub mod view;
 
 use crate::cli::client::{locate, open_in_browser, ClientError, DaemonClient};
