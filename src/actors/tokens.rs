@@ -261,7 +261,8 @@ impl TokenBook {
         if let Some(why) = e.refused {
             return Bearer::NeedsSignIn(why);
         }
-        if let Some(why) = self.grant_refusal(server, e.service.as_deref()) {
+        if let Some(why) = self.grant_refusal(server, e.service.as_deref().map(|g| g.key.as_str()))
+        {
             return Bearer::NeedsSignIn(why);
         }
         let record = e.record.filter(|r| r.belongs_to(url));
@@ -321,7 +322,7 @@ impl TokenBook {
         if let Some(why) = e.refused {
             return Bearer::NeedsSignIn(why);
         }
-        if let Some(why) = self.grant_refusal(server, Some(service)) {
+        if let Some(why) = self.grant_refusal(server, Some(&service.key)) {
             return Bearer::NeedsSignIn(why);
         }
         let cfg = &service.cfg;
@@ -424,8 +425,8 @@ impl TokenBook {
     }
 
     /// The refusal of `server`'s grant when it was for the configuration `key`.
-    fn grant_refusal(&self, server: &str, service: Option<&ServiceGrant>) -> Option<String> {
-        let key = service?.key.as_str();
+    fn grant_refusal(&self, server: &str, key: Option<&str>) -> Option<String> {
+        let key = key?;
         let r = self.0.refusals.lock().ok()?;
         r.get(server)
             .filter(|(k, _)| k == key)
@@ -445,11 +446,8 @@ impl TokenBook {
             .and_then(|c| c.get(server).map(|e| (e.record.clone(), e.refused.clone())))
             .unwrap_or_default();
         let refused = refreshed.or_else(|| {
-            let key = crate::store::settings::grant_key(&oauth_client?.to_string());
-            let r = self.0.refusals.lock().ok()?;
-            r.get(server)
-                .filter(|(k, _)| *k == key)
-                .map(|(_, why)| why.clone())
+            let key = oauth_client.map(|c| crate::store::settings::grant_key(&c.to_string()));
+            self.grant_refusal(server, key.as_deref())
         });
         Held { record, refused }
     }

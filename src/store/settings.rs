@@ -445,15 +445,7 @@ fn parse_server(
             }),
         }
     };
-    let common = [
-        "type",
-        "enabled",
-        "enabledTools",
-        "disabledTools",
-        "startupTimeoutMs",
-        "callTimeoutMs",
-        "deferTools",
-    ];
+    let common = COMMON_FIELDS;
     let transport = match ty {
         "stdio" => {
             let command = str_field("command")?
@@ -480,9 +472,7 @@ fn parse_server(
                 }
             }
             for k in obj.keys() {
-                if !common.contains(&k.as_str())
-                    && !["command", "args", "cwd", "env"].contains(&k.as_str())
-                {
+                if !common.contains(&k.as_str()) && !STDIO_FIELDS.contains(&k.as_str()) {
                     warnings.push(format!("server {name:?}: unknown field `{k}` is ignored"));
                 }
             }
@@ -762,6 +752,19 @@ impl std::fmt::Debug for Secret {
 pub fn is_service_grant(grant: &str) -> bool {
     matches!(grant, "client_credentials" | "jwt_bearer")
 }
+
+/// A server's fields whatever its transport.
+pub const COMMON_FIELDS: [&str; 7] = [
+    "type",
+    "enabled",
+    "enabledTools",
+    "disabledTools",
+    "startupTimeoutMs",
+    "callTimeoutMs",
+    "deferTools",
+];
+/// A stdio server's own fields.
+pub const STDIO_FIELDS: [&str; 4] = ["command", "args", "cwd", "env"];
 
 /// A short digest of a server's `oauth_client` JSON text, naming that grant configuration
 /// (a refusal is kept for the configuration it was made to; never shown, so a secret in the

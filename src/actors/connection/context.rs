@@ -5,6 +5,7 @@
 //! Owns: those shared settings. Must not touch: a connection's state.
 
 use super::*;
+use crate::actors::tokens::TokenBook;
 
 /// What every connection needs from the daemon.
 #[derive(Clone)]
@@ -21,7 +22,7 @@ pub struct ConnContext {
     /// How the registry restarts a connection that panicked.
     pub restart: RestartPolicy,
     /// The daemon's OAuth tokens (`None`: no sign-ins, as in tests of the actors alone).
-    pub tokens: Option<crate::actors::tokens::TokenBook>,
+    pub tokens: Option<TokenBook>,
     /// Told the server's name whenever a connection's [`LinkState`] changes (the API turns it
     /// into a `servers` event of `GET /settings/mcp/events`); `None`: nobody listens.
     pub state_changes: Option<tokio::sync::broadcast::Sender<String>>,

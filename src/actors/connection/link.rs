@@ -6,6 +6,8 @@
 //! Owns: the client and its link state. Must not touch: the actor's mailbox, the session.
 
 use super::*;
+use crate::actors::grants::ServiceGrant;
+use crate::actors::tokens::Bearer;
 
 pub(super) struct Link {
     pub(super) server: Arc<ResolvedServer>,
@@ -18,7 +20,7 @@ pub(super) struct Link {
     pub(super) state: RefCell<LinkState>,
     pub(super) last_error: RefCell<Option<String>>,
     /// The server's grant without a browser, read once from its resolved `oauth_client`.
-    pub(super) service: Option<Arc<crate::actors::grants::ServiceGrant>>,
+    pub(super) service: Option<Arc<ServiceGrant>>,
     pub(super) headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
     /// Ignored messages of clients already dropped.
     pub(super) ignored: std::cell::Cell<u64>,
@@ -52,7 +54,7 @@ impl Link {
     ) -> Rc<Link> {
         let secrets = secret_values(&server);
         crate::protocol::text::register_secrets(secrets.iter().map(String::as_str));
-        let service = crate::actors::grants::ServiceGrant::of(&server);
+        let service = ServiceGrant::of(&server);
         Rc::new(Link {
             redact: Redactor::new(secrets),
             server,
@@ -250,8 +252,8 @@ impl Link {
             .bearer_as(self.name(), url.as_str(), self.service.as_ref())
             .await
         {
-            crate::actors::tokens::Bearer::None => Ok(None),
-            crate::actors::tokens::Bearer::Token(t) => {
+            Bearer::None => Ok(None),
+            Bearer::Token(t) => {
                 let sent = t.expose().to_owned();
                 t.set_on(transport.as_ref())
                     .map_err(|e| HandshakeError::Rpc(RpcError::NotSent(e)))?;
@@ -259,7 +261,7 @@ impl Link {
                 Ok(Some(sent))
             }
             // The caller records why (the dial's outcome, or the call's).
-            crate::actors::tokens::Bearer::NeedsSignIn(why) => Err(HandshakeError::NeedsAuth {
+            Bearer::NeedsSignIn(why) => Err(HandshakeError::NeedsAuth {
                 status: 401,
                 www_authenticate: None,
                 reason: Some(why),
@@ -296,16 +298,14 @@ impl Link {
             .refused_as(self.name(), url.as_str(), sent, self.service.as_ref())
             .await
         {
-            crate::actors::tokens::Bearer::Token(t) => {
+            Bearer::Token(t) => {
                 let now = t.expose().to_owned();
                 t.set_on(transport.as_ref()).map_err(|e| e.to_string())?;
                 *self.bearer.borrow_mut() = Some(now);
                 Ok(())
             }
-            crate::actors::tokens::Bearer::NeedsSignIn(why) => Err(why),
-            crate::actors::tokens::Bearer::None => {
-                Err("the server needs the user to sign in".into())
-            }
+            Bearer::NeedsSignIn(why) => Err(why),
+            Bearer::None => Err("the server needs the user to sign in".into()),
         }
     }
 

@@ -24,8 +24,8 @@
 
 use super::cmdline;
 use super::settings::{
-    header_name_problem, parse_mcp, valid_env_name, valid_server_name, validate_url,
-    MAX_SERVER_NAME,
+    header_name_problem, parse_mcp, valid_env_name, valid_server_name, validate_url, COMMON_FIELDS,
+    MAX_SERVER_NAME, STDIO_FIELDS,
 };
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
@@ -71,24 +71,14 @@ pub struct Edited {
     pub deleted: BTreeSet<String>,
 }
 
-/// Fields a server may be given.
-const SERVER_FIELDS: [&str; 15] = [
-    "type",
-    "url",
-    "command",
-    "args",
-    "command_line",
-    "cwd",
-    "env",
-    "headers",
-    "bearerTokenEnvVar",
-    "enabled",
-    "enabledTools",
-    "disabledTools",
-    "startupTimeoutMs",
-    "callTimeoutMs",
-    "deferTools",
-];
+/// The fields a patch may give a server beyond the settings' common and stdio ones
+/// ([`COMMON_FIELDS`], [`STDIO_FIELDS`]): an HTTP server's, and `command_line`.
+const PATCH_ONLY_FIELDS: [&str; 4] = ["url", "headers", "bearerTokenEnvVar", "command_line"];
+
+/// Whether a patch may give a server the field `k`.
+fn server_field(k: &str) -> bool {
+    COMMON_FIELDS.contains(&k) || STDIO_FIELDS.contains(&k) || PATCH_ONLY_FIELDS.contains(&k)
+}
 
 /// Secrets a server may be given.
 const SECRET_FIELDS: [&str; 5] = ["bearer_token", "header", "env", "oauth_client", "oauth"];
@@ -364,10 +354,11 @@ fn edit_server(
         return Ok(());
     };
     for (k, v) in fields {
-        if !SERVER_FIELDS.contains(&k.as_str()) {
+        if !server_field(k) {
+            let known = [&COMMON_FIELDS[..], &STDIO_FIELDS, &PATCH_ONLY_FIELDS].concat();
             return Err(bad(
                 format!("{field}.{k}"),
-                format!("unknown field (known: {})", SERVER_FIELDS.join(", ")),
+                format!("unknown field (known: {})", known.join(", ")),
             ));
         }
         check_field(&field, k, v)?;
