@@ -281,3 +281,28 @@ impl Conn {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Head;
+
+    #[test]
+    fn a_head_is_read_as_bytes() {
+        let h = Head::parse(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 42\r\nContent-Type: application/json\r\n\r\n",
+        );
+        assert_eq!(
+            (h.status, h.len, h.chunked, h.close),
+            (200, Some(42), false, false)
+        );
+        let h = Head::parse(
+            b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: gzip, chunked\r\nConnection:  close \r\n\r\n",
+        );
+        assert_eq!(
+            (h.status, h.len, h.chunked, h.close),
+            (503, None, true, true)
+        );
+        let h = Head::parse(b"garbage\r\n\r\n");
+        assert_eq!((h.status, h.len), (0, None));
+    }
+}
