@@ -257,6 +257,8 @@ pub(crate) struct LoadResult {
     pub(crate) errors: u64,
     pub(crate) elapsed_s: f64,
     cpu_us: u64,
+    /// The load generator's own CPU meanwhile (its thread's).
+    loadgen_cpu_us: u64,
 }
 
 impl LoadResult {
@@ -271,6 +273,8 @@ impl LoadResult {
             "p50_us": measure::pct(&self.lat, 0.5),
             "p99_us": measure::pct(&self.lat, 0.99),
             "cpu_us_per_call": if calls > 0 { self.cpu_us as f64 / calls as f64 } else { 0.0 },
+            "loadgen_cpu_us_per_call":
+                if calls > 0 { self.loadgen_cpu_us as f64 / calls as f64 } else { 0.0 },
             "errors": self.errors,
         });
         if self.errors > 0 || calls == 0 {
@@ -287,6 +291,7 @@ pub(crate) async fn measured(
     work: impl std::future::Future<Output = (Vec<u32>, u64, u64)>,
 ) -> LoadResult {
     let cpu0 = procs::cpu_us_of(pid);
+    let own0 = procs::thread_cpu_us();
     let t = Instant::now();
     let (mut lat, bytes, errors) = work.await;
     let elapsed_s = t.elapsed().as_secs_f64();
@@ -297,6 +302,7 @@ pub(crate) async fn measured(
         errors,
         elapsed_s,
         cpu_us: procs::cpu_us_of(pid) - cpu0,
+        loadgen_cpu_us: procs::thread_cpu_us().saturating_sub(own0),
     }
 }
 
