@@ -61,6 +61,32 @@ fn real_stdio_servers_end_to_end() {
     let (st, r) = d.call(&id, "mcp__everything__get-sum", json!({"a": 2, "b": 3}));
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["content"][0]["text"], "The sum of 2 and 3 is 5.", "{r}");
+    // Arguments go to the server as the caller wrote them, unparsed: pretty-printed over
+    // several lines (CRLF too), they still reach a stdio server as one message, and a
+    // string's escaped line break stays one.
+    let raw = |tool: &str, body: &str| {
+        let r = d
+            .request("POST", &format!("/sessions/{id}/tools/{tool}/call"))
+            .set("Content-Type", "application/json")
+            .send_bytes(body.as_bytes())
+            .unwrap();
+        r.into_json::<Value>().unwrap()
+    };
+    let r = raw(
+        "mcp__everything__echo",
+        "{\"arguments\": {\r\n  \"message\": \"one\\ntwo \\u00e9\"\r\n}\n}",
+    );
+    assert_eq!(r["content"][0]["text"], "Echo: one\ntwo \u{e9}", "{r}");
+    let r = raw(
+        "mcp__everything__get-sum",
+        "{\"arguments\":\n{\n \"a\": 2,\n \"b\":\t3\n}\n}",
+    );
+    assert_eq!(r["content"][0]["text"], "The sum of 2 and 3 is 5.", "{r}");
+    let r = raw(
+        "mcp__py__echo",
+        "{\"arguments\": {\n\"message\": \"a\\\"b\"\n}}",
+    );
+    assert_eq!(r["content"][0]["text"], "a\"b", "{r}");
     // `server/tool` also names a tool.
     let (st, _) = d.call(&id, "everything%2Fecho", json!({"message": "x"}));
     assert_eq!(st, 200);

@@ -19,10 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn echo(msg: &str) -> CallTarget {
-    CallTarget::Tool {
-        name: "echo".into(),
-        arguments: json!({"message": msg}),
-    }
+    CallTarget::tool("echo", &json!({"message": msg}))
 }
 
 fn ctx() -> ConnContext {

@@ -6,6 +6,8 @@
 //! the session's Composition, which routes it to its connection).
 
 use super::*;
+use crate::protocol::params;
+use serde_json::value::RawValue;
 
 /// The query of `GET /sessions/{id}/tools` (other parameters are ignored, as before it had
 /// one; `all` that is not `true` or `false` is a 400).
@@ -148,8 +150,9 @@ pub(super) async fn call_search(s: &SessionHandle, args: &Value) -> Result<HttpR
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CallBody {
+    /// Kept as the caller's text: checked (valid JSON, an object) and passed on.
     #[serde(default)]
-    arguments: Option<Value>,
+    arguments: Option<Box<RawValue>>,
 }
 
 /// Why a session has no tool by that name: its server is left out until the user signs in
@@ -197,12 +200,29 @@ pub(super) async fn call_tool(
     let Some((tool, deferred)) = snap.lookup(&name).map(|(t, d)| (t.clone(), d)) else {
         return Err(missing_tool(&s, &name).await);
     };
-    let args = body.arguments.unwrap_or_else(|| json!({}));
-    if !args.is_object() {
+    // `null` or left out is `{}`.
+    let args = match body.arguments {
+        Some(raw) => raw,
+        None => {
+            RawValue::from_string("{}".to_owned()).map_err(|e| ApiError::internal(e.to_string()))?
+        }
+    };
+    if args.get().trim_start().as_bytes().first() != Some(&b'{') {
         return Err(ApiError::not_run(
             StatusCode::BAD_REQUEST,
             "bad_request",
             "`arguments` must be an object",
+        ));
+    }
+    // Passed on unparsed, the arguments are held to the depth a tree would be.
+    if params::nesting(args.get(), params::MAX_ARGUMENTS_NESTING) > params::MAX_ARGUMENTS_NESTING {
+        return Err(ApiError::not_run(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "invalid JSON body: `arguments` nest more than {} levels deep",
+                params::MAX_ARGUMENTS_NESTING
+            ),
         ));
     }
     // A tool called stays loaded whatever the policy decides later; a deferred tool called
@@ -228,7 +248,8 @@ pub(super) async fn call_tool(
             name: tool.clone(),
             arguments: args,
         },
-        ToolKind::ReadResource => match args.get("uri").and_then(Value::as_str) {
+        // Rare: these read their arguments as a tree.
+        ToolKind::ReadResource => match args_tree(&args)?.get("uri").and_then(Value::as_str) {
             Some(uri) => CallTarget::ReadResource {
                 uri: uri.to_owned(),
             },
@@ -240,22 +261,28 @@ pub(super) async fn call_tool(
                 ));
             }
         },
-        ToolKind::GetPrompt => match args.get("name").and_then(Value::as_str) {
-            Some(n) => CallTarget::GetPrompt {
-                name: n.to_owned(),
-                arguments: args.get("arguments").cloned().unwrap_or_else(|| json!({})),
-            },
-            None => {
-                return Err(ApiError::not_run(
-                    StatusCode::BAD_REQUEST,
-                    "bad_request",
-                    "get_prompt needs a string `name`",
-                ));
+        ToolKind::GetPrompt => {
+            let mut m = match args_tree(&args)? {
+                Value::Object(m) => m,
+                _ => serde_json::Map::new(),
+            };
+            match m.remove("name") {
+                Some(Value::String(name)) => CallTarget::GetPrompt {
+                    name,
+                    arguments: m.remove("arguments").unwrap_or_else(|| json!({})),
+                },
+                _ => {
+                    return Err(ApiError::not_run(
+                        StatusCode::BAD_REQUEST,
+                        "bad_request",
+                        "get_prompt needs a string `name`",
+                    ));
+                }
             }
-        },
+        }
         ToolKind::Search => {
             drop(snap);
-            return call_search(&s, &args).await;
+            return call_search(&s, &args_tree(&args)?).await;
         }
     };
     let conn = snap.conns.get(&tool.server).cloned().ok_or_else(|| {
@@ -270,6 +297,17 @@ pub(super) async fn call_tool(
         Ok(result) => Ok(ok_answer(result)),
         Err(e) => Err(call_error(e)),
     }
+}
+
+/// A call's arguments read as a tree (the built-in tools' and the resource and prompt tools').
+fn args_tree(args: &RawValue) -> Result<Value, ApiError> {
+    serde_json::from_str(args.get()).map_err(|e| {
+        ApiError::not_run(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("`arguments` could not be read: {e}"),
+        )
+    })
 }
 
 /// A call's answer: the result's keys and `"outcome": "ok"`. The result goes out as the text

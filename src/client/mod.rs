@@ -30,6 +30,7 @@ pub use modern::{ModernParams, MAX_INPUT_ROUNDS};
 use crate::protocol::era::{Era, ProtocolVersion};
 use crate::protocol::headers::{self, ParamHeader};
 use crate::protocol::jsonrpc::{self, ErrorObject, Message, RequestId};
+use crate::protocol::params::Params;
 use crate::protocol::result::ResultText;
 use crate::transport::{
     Inbound, InboundSink, OutKind, Outbound, SharedTransport, TransportError, TransportKind,
@@ -307,6 +308,19 @@ impl McpClient {
         timeout: Duration,
         param_headers: &[ParamHeader],
     ) -> Result<ResultText, RpcError> {
+        self.request_text_params(method, params.map(Params::Tree), timeout, param_headers)
+            .await
+    }
+
+    /// [`Self::request_text_with`] with params that may be a call's name and the arguments'
+    /// own text ([`Params::Named`]), written out as they came.
+    pub async fn request_text_params(
+        &self,
+        method: &str,
+        params: Option<Params<'_>>,
+        timeout: Duration,
+        param_headers: &[ParamHeader],
+    ) -> Result<ResultText, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut as_version: Option<ProtocolVersion> = None;
         let mut next: Option<Continuation> = None;
@@ -403,7 +417,13 @@ impl McpClient {
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
     ) -> Result<(RequestId, oneshot::Receiver<Result<ResultText, RpcError>>), RpcError> {
-        self.start_request_with_state(method, params, param_headers, as_version, None)
+        self.start_request_with_state(
+            method,
+            params.map(Params::Tree),
+            param_headers,
+            as_version,
+            None,
+        )
     }
 
     /// [`Self::start_request`], continuing a 2026-07-28 `input_required` result: its
@@ -412,7 +432,7 @@ impl McpClient {
     fn start_request_with_state(
         &self,
         method: &str,
-        params: Option<&Value>,
+        params: Option<Params<'_>>,
         param_headers: &[ParamHeader],
         as_version: Option<&ProtocolVersion>,
         next: Option<&Continuation>,
@@ -431,18 +451,21 @@ impl McpClient {
             }
             hdrs.push(("Mcp-Method".to_owned(), method.to_owned()));
             let name = match method {
-                "tools/call" | "prompts/get" => {
-                    params.and_then(|p| p.get("name")).and_then(Value::as_str)
-                }
-                "resources/read" => params.and_then(|p| p.get("uri")).and_then(Value::as_str),
+                "tools/call" | "prompts/get" => params.and_then(|p| p.str_at("name")),
+                "resources/read" => params.and_then(|p| p.str_at("uri")),
                 _ => None,
             };
             if let Some(n) = name {
                 hdrs.push(("Mcp-Name".to_owned(), headers::encode_value(n)));
             }
-            if let Some(args) = params.and_then(|p| p.get("arguments")) {
+            // The arguments are read only for the headers a server asked for.
+            let args = match param_headers {
+                [] => None,
+                _ => params.and_then(|p| p.arguments()),
+            };
+            if let Some(args) = args {
                 for h in param_headers {
-                    if let Some(v) = headers::extract(args, &h.path).and_then(headers::param_value)
+                    if let Some(v) = headers::extract(&args, &h.path).and_then(headers::param_value)
                     {
                         hdrs.push((format!("Mcp-Param-{}", h.name), v));
                     }
@@ -461,7 +484,10 @@ impl McpClient {
                     elicitation: self.inner.elicitation,
                 },
             ),
-            None => jsonrpc::request_bytes(&id, method, params),
+            None => match &params {
+                Some(p) => jsonrpc::request_bytes_of(&id, method, p),
+                None => jsonrpc::request_bytes(&id, method, None),
+            },
         };
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.inner.pending.lock() {

@@ -11,6 +11,7 @@ use crate::protocol::era::{self, ProtocolVersion};
 use crate::protocol::json_write::{self, WriteJson};
 use crate::protocol::jsonrpc::ErrorObject;
 use crate::protocol::model::result_type;
+use crate::protocol::params::Params;
 use serde_json::Value;
 
 /// The requests a 2026-07-28 server may answer with `input_required` (MRTR).
@@ -141,7 +142,7 @@ const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabiliti
 /// `requestState` and `inputResponses`, if any, are left out. The client capabilities are
 /// those of `elicitation` (`{}` for the daemon).
 pub struct ModernParams<'a> {
-    pub params: Option<&'a Value>,
+    pub params: Option<Params<'a>>,
     pub version: &'a str,
     pub request_state: Option<&'a str>,
     pub input_responses: Option<&'a Value>,
@@ -150,7 +151,6 @@ pub struct ModernParams<'a> {
 
 impl WriteJson for ModernParams<'_> {
     fn write_json(&self, out: &mut Vec<u8>) {
-        let obj = self.params.and_then(Value::as_object);
         let entry = |out: &mut Vec<u8>, k: &str, v: &Value| {
             json_write::write_str(out, k);
             out.push(b':');
@@ -161,8 +161,8 @@ impl WriteJson for ModernParams<'_> {
         let continued = self.request_state.is_some() || self.input_responses.is_some();
         let skip =
             |k: &str| k == "_meta" || (continued && (k == "requestState" || k == "inputResponses"));
-        for (k, v) in obj.into_iter().flatten().filter(|(k, _)| !skip(k)) {
-            entry(out, k, v);
+        if let Some(p) = &self.params {
+            p.write_entries(out, skip);
         }
         if let Some(responses) = self.input_responses {
             entry(out, "inputResponses", responses);
@@ -175,7 +175,7 @@ impl WriteJson for ModernParams<'_> {
         }
         // `_meta`: the caller's own keys, then albedo's (which win).
         out.extend_from_slice(br#""_meta":{"#);
-        let caller = obj.and_then(|o| o.get("_meta")).and_then(Value::as_object);
+        let caller = self.params.as_ref().and_then(Params::meta);
         let ours = [
             META_PROTOCOL_VERSION,
             META_CLIENT_INFO,
@@ -225,7 +225,7 @@ mod tests {
             &RequestId::Number(3),
             "tools/call",
             &ModernParams {
-                params: Some(&p),
+                params: Some(Params::Tree(&p)),
                 version: "2026-07-28",
                 request_state: Some("new \"state\""),
                 input_responses: None,
@@ -245,7 +245,7 @@ mod tests {
             &RequestId::Number(4),
             "tools/call",
             &ModernParams {
-                params: Some(&p),
+                params: Some(Params::Tree(&p)),
                 version: "2026-07-28",
                 request_state: None,
                 input_responses: Some(&answers),
@@ -271,7 +271,7 @@ mod tests {
                 &id,
                 "tools/call",
                 &ModernParams {
-                    params,
+                    params: params.map(Params::Tree),
                     version: "2026-07-28",
                     request_state: None,
                     input_responses: None,
@@ -313,6 +313,40 @@ mod tests {
                 "2026-07-28"
             );
         }
+    }
+
+    #[test]
+    fn a_calls_own_arguments_text_goes_out_with_the_meta_and_a_continuation() {
+        let args =
+            serde_json::value::RawValue::from_string(r#"{"requestState": "mine", "n": 1}"#.into())
+                .unwrap();
+        let answers = json!({"x": {"action": "accept"}});
+        let b = jsonrpc::request_bytes_of(
+            &RequestId::Number(1),
+            "tools/call",
+            &ModernParams {
+                params: Some(Params::Named {
+                    name: "t",
+                    arguments: &args,
+                }),
+                version: "2026-07-28",
+                request_state: Some("s1"),
+                input_responses: Some(&answers),
+                elicitation: Elicitation::Undeclared,
+            },
+        );
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        let p = &v["params"];
+        assert_eq!(p["name"], "t");
+        // The arguments are the caller's, their own keys untouched (the continuation's keys
+        // are the params', not the arguments').
+        assert_eq!(p["arguments"], json!({"requestState": "mine", "n": 1}));
+        assert_eq!(p["requestState"], "s1");
+        assert_eq!(p["inputResponses"], answers);
+        assert_eq!(
+            p["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
     }
 
     #[test]

@@ -10,9 +10,11 @@ pub mod headers;
 pub mod json_write;
 pub mod jsonrpc;
 pub mod model;
+pub mod params;
 pub mod result;
 pub mod text;
 
 pub use era::{Era, ProtocolVersion};
 pub use jsonrpc::{ErrorObject, Message, RequestId, MAX_MESSAGE_BYTES};
+pub use params::Params;
 pub use result::{ResultHead, ResultText};

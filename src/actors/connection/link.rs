@@ -8,6 +8,7 @@
 use super::*;
 use crate::actors::grants::ServiceGrant;
 use crate::actors::tokens::Bearer;
+use crate::protocol::Params;
 
 pub(super) struct Link {
     pub(super) server: Arc<ResolvedServer>,
@@ -398,14 +399,15 @@ impl Link {
                 }
             }
         }
-        // The arguments are moved into the params, never copied.
+        // A tool's arguments go out as the caller's text; a prompt's arguments are moved into
+        // the params, never copied.
         let named = |name: String, arguments: Value| {
             let mut m = serde_json::Map::new();
             m.insert("name".into(), Value::String(name));
             m.insert("arguments".into(), arguments);
             Value::Object(m)
         };
-        let (method, params, hdrs) = match target {
+        let (method, hdrs, tree, tool) = match target {
             CallTarget::Tool { name, arguments } => {
                 let hdrs = self
                     .headers
@@ -413,16 +415,22 @@ impl Link {
                     .get(&name)
                     .cloned()
                     .unwrap_or_default();
-                ("tools/call", named(name, arguments), hdrs)
+                ("tools/call", hdrs, Value::Null, Some((name, arguments)))
             }
-            CallTarget::ReadResource { uri } => ("resources/read", json!({ "uri": uri }), vec![]),
+            CallTarget::ReadResource { uri } => {
+                ("resources/read", vec![], json!({ "uri": uri }), None)
+            }
             CallTarget::GetPrompt { name, arguments } => {
-                ("prompts/get", named(name, arguments), vec![])
+                ("prompts/get", vec![], named(name, arguments), None)
             }
+        };
+        let params = match &tool {
+            Some((name, arguments)) => Params::Named { name, arguments },
+            None => Params::Tree(&tree),
         };
         // The answer stays the server's text (`ResultText`): it is passed on, not parsed.
         let mut r = client
-            .request_text_with(method, Some(&params), self.call_timeout(), &hdrs)
+            .request_text_params(method, Some(params), self.call_timeout(), &hdrs)
             .await;
         // Refused before it ran (401/403): with a stored sign-in, a 401 refreshes the token
         // once and the request is sent again (it did not run); a 403 `insufficient_scope`
@@ -446,7 +454,7 @@ impl Link {
             match outcome {
                 Ok(()) => {
                     r = client
-                        .request_text_with(method, Some(&params), self.call_timeout(), &hdrs)
+                        .request_text_params(method, Some(params), self.call_timeout(), &hdrs)
                         .await;
                 }
                 Err(why) => {

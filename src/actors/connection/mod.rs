@@ -93,9 +93,36 @@ impl CallError {
 /// What a call asks the server for.
 #[derive(Debug, Clone)]
 pub enum CallTarget {
-    Tool { name: String, arguments: Value },
-    ReadResource { uri: String },
-    GetPrompt { name: String, arguments: Value },
+    /// A tool call. Its arguments are the caller's JSON text (an object), passed on as they
+    /// came, never parsed into a tree and written again ([`crate::protocol::Params::Named`]).
+    Tool {
+        name: String,
+        arguments: Box<serde_json::value::RawValue>,
+    },
+    ReadResource {
+        uri: String,
+    },
+    GetPrompt {
+        name: String,
+        arguments: Value,
+    },
+}
+
+impl CallTarget {
+    /// A tool call with arguments given as a tree (written once, here).
+    pub fn tool(name: impl Into<String>, arguments: &Value) -> CallTarget {
+        let text = crate::protocol::json_write::to_vec(arguments);
+        let arguments = String::from_utf8(text)
+            .ok()
+            .and_then(|t| serde_json::value::RawValue::from_string(t).ok())
+            .unwrap_or_else(|| {
+                serde_json::value::RawValue::from_string("{}".to_owned()).expect("valid JSON")
+            });
+        CallTarget::Tool {
+            name: name.into(),
+            arguments,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
