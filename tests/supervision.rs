@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn echo(msg: &str) -> CallTarget {
-    CallTarget::tool("echo", &json!({"message": msg}))
+    CallTarget::tool("echo", &json!({"message": msg})).unwrap()
 }
 
 fn ctx() -> ConnContext {

@@ -109,19 +109,15 @@ pub enum CallTarget {
 }
 
 impl CallTarget {
-    /// A tool call with arguments given as a tree (written once, here).
-    pub fn tool(name: impl Into<String>, arguments: &Value) -> CallTarget {
-        let text = crate::protocol::json_write::to_vec(arguments);
-        let arguments = String::from_utf8(text)
-            .ok()
-            .and_then(|t| serde_json::value::RawValue::from_string(t).ok())
-            .unwrap_or_else(|| {
-                serde_json::value::RawValue::from_string("{}".to_owned()).expect("valid JSON")
-            });
-        CallTarget::Tool {
+    /// A tool call with arguments given as a tree (written once, here, compactly).
+    pub fn tool(
+        name: impl Into<String>,
+        arguments: &Value,
+    ) -> Result<CallTarget, serde_json::Error> {
+        Ok(CallTarget::Tool {
             name: name.into(),
-            arguments,
-        }
+            arguments: serde_json::value::to_raw_value(arguments)?,
+        })
     }
 }
 
