@@ -305,6 +305,12 @@ fn call_and_session_bodies_are_strict_and_a_refused_call_never_runs() {
             br#"{"arguments": [1]}"#,
             "arguments not an object",
         ),
+        // Passed on as text, the arguments are still held to what a tree takes.
+        (
+            Some("application/json"),
+            br#"{"arguments": {"x": "\ud800"}}"#,
+            "a lone surrogate",
+        ),
     ];
     for (ct, body, what) in &bad {
         let (st, v) = post_raw(&d, &path, *ct, body);

@@ -214,15 +214,12 @@ pub(super) async fn call_tool(
             "`arguments` must be an object",
         ));
     }
-    // Passed on unparsed, the arguments are held to the depth a tree would be.
-    if params::nesting(args.get(), params::MAX_ARGUMENTS_NESTING) > params::MAX_ARGUMENTS_NESTING {
+    // Passed on unparsed, the arguments are held to what a tree would take.
+    if let Some(why) = params::tree_refusal(args.get(), params::MAX_ARGUMENTS_NESTING) {
         return Err(ApiError::not_run(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            format!(
-                "invalid JSON body: `arguments` nest more than {} levels deep",
-                params::MAX_ARGUMENTS_NESTING
-            ),
+            format!("invalid JSON body: `arguments` holds {why}"),
         ));
     }
     // A tool called stays loaded whatever the policy decides later; a deferred tool called

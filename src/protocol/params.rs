@@ -87,38 +87,62 @@ impl<'a> Params<'a> {
     }
 }
 
-/// How deep a JSON text nests its arrays and objects (`{}` is 1, `{"a":[1]}` is 2), counting
-/// no further than `limit + 1`: a text passed on unparsed is held to the depth serde_json
-/// holds a tree to, so that a server never gets what the daemon would have refused as a tree.
-pub fn nesting(text: &str, limit: usize) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in text.as_bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > deepest {
-                    deepest = depth;
-                    if deepest > limit {
-                        return deepest;
+/// Why serde_json would refuse a JSON text as a tree, when it would: the text (checked JSON,
+/// as `RawValue` checks it) nests its arrays and objects deeper than `limit` levels, or a
+/// string holds a `\u` escape of half a UTF-16 surrogate pair. A text passed on unparsed is
+/// held to what the daemon would take as a tree, so that a server never gets what a tree
+/// would have refused (a server that cannot read a request leaves its call to time out).
+pub fn tree_refusal(text: &str, limit: usize) -> Option<String> {
+    let b = text.as_bytes();
+    let hex = |at: usize| -> Option<u16> {
+        let digits = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
+        u16::from_str_radix(digits, 16).ok()
+    };
+    let (mut depth, mut in_string, mut i) = (0usize, false, 0usize);
+    while i < b.len() {
+        match (in_string, b[i]) {
+            (true, b'\\') => {
+                if b.get(i + 1) == Some(&b'u') {
+                    let unit = hex(i + 2)?;
+                    if (0xDC00..=0xDFFF).contains(&unit) {
+                        return Some(format!("a lone low surrogate (\\u{unit:04x}) in a string"));
                     }
+                    if (0xD800..=0xDBFF).contains(&unit) {
+                        let low = match b.get(i + 6..i + 8) {
+                            Some(br"\u") => hex(i + 8),
+                            _ => None,
+                        };
+                        if !low.is_some_and(|l| (0xDC00..=0xDFFF).contains(&l)) {
+                            return Some(format!(
+                                "a lone high surrogate (\\u{unit:04x}) in a string"
+                            ));
+                        }
+                        i += 12;
+                        continue;
+                    }
+                    i += 6;
+                } else {
+                    i += 2;
+                }
+                continue;
+            }
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                if depth > limit {
+                    return Some(format!(
+                        "arrays or objects nested more than {limit} levels deep"
+                    ));
                 }
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            (false, _) => {}
         }
+        i += 1;
     }
-    deepest
+    None
 }
 
 /// Append a JSON text as it is, on one line: a line break in valid JSON can only be
@@ -191,24 +215,48 @@ mod tests {
     }
 
     #[test]
-    fn nesting_counts_arrays_and_objects_outside_strings() {
-        assert_eq!(nesting("1", 10), 0);
-        assert_eq!(nesting("{}", 10), 1);
-        assert_eq!(nesting(r#"{"a":[1,{"b":[]}],"c":{}}"#, 10), 4);
-        assert_eq!(nesting(r#"{"a":"[[[{{{\"[[["}"#, 10), 1);
-        assert_eq!(nesting(r#"{"a\\":[[]]}"#, 10), 3);
-        let deep = format!("{}{}", "[".repeat(500), "]".repeat(500));
-        assert_eq!(nesting(&deep, 128), 129, "it stops counting past the limit");
-        // The same limit as a tree's: serde_json reads 126 levels inside an object, not 127.
-        for n in [126, 127, 128] {
+    fn a_text_is_refused_where_a_tree_would_be() {
+        let refused = |t: &str| tree_refusal(t, 10);
+        for ok in [
+            "1",
+            "{}",
+            r#"{"a":[1,{"b":[]}],"c":{}}"#,
+            r#"{"a":"[[[{{{\"[[[\\"}"#,
+            r#"{"a":"\u00e9 \ud83d\ude00 \\ud800"}"#,
+        ] {
+            assert_eq!(refused(ok), None, "{ok}");
+        }
+        for (bad, why) in [
+            (r#"{"a":"\ud800"}"#, "lone high"),
+            (r#"{"a":"\ud800x"}"#, "lone high"),
+            (r#"{"a":"\ud800\u0041"}"#, "lone high"),
+            (r#"{"a":"\udc00"}"#, "lone low"),
+            (r#"[[[[[[[[[[[]]]]]]]]]]]"#, "nested more than 10"),
+        ] {
+            let r = refused(bad).unwrap_or_default();
+            assert!(r.contains(why), "{bad}: {r}");
+        }
+        // The same as serde_json's tree, at its depth limit and for each escape above: what
+        // one refuses the other does.
+        for n in [125, 126, 127, 128] {
             let args = format!("{}{}", "[".repeat(n), "]".repeat(n));
             let body = format!(r#"{{"arguments":{args}}}"#);
             let tree_ok = serde_json::from_str::<Value>(&body).is_ok();
             assert_eq!(
-                nesting(&args, MAX_ARGUMENTS_NESTING) <= MAX_ARGUMENTS_NESTING,
+                tree_refusal(&args, MAX_ARGUMENTS_NESTING).is_none(),
                 tree_ok,
                 "{n}"
             );
+        }
+        for t in [
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\udc00"}"#,
+            r#"{"a":"\ud800\u0041"}"#,
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\\ud800"}"#,
+        ] {
+            let tree_ok = serde_json::from_str::<Value>(t).is_ok();
+            assert_eq!(tree_refusal(t, 10).is_none(), tree_ok, "{t}");
         }
     }
 
