@@ -151,12 +151,6 @@ pub struct ModernParams<'a> {
 
 impl WriteJson for ModernParams<'_> {
     fn write_json(&self, out: &mut Vec<u8>) {
-        let entry = |out: &mut Vec<u8>, k: &str, v: &Value| {
-            json_write::write_str(out, k);
-            out.push(b':');
-            json_write::write_value(out, v);
-            out.push(b',');
-        };
         out.push(b'{');
         let continued = self.request_state.is_some() || self.input_responses.is_some();
         let skip =
@@ -165,7 +159,7 @@ impl WriteJson for ModernParams<'_> {
             p.write_entries(out, skip);
         }
         if let Some(responses) = self.input_responses {
-            entry(out, "inputResponses", responses);
+            json_write::write_entry(out, "inputResponses", responses);
         }
         if let Some(state) = self.request_state {
             json_write::write_str(out, "requestState");
@@ -183,7 +177,7 @@ impl WriteJson for ModernParams<'_> {
         ];
         for (k, v) in caller.into_iter().flatten() {
             if !ours.contains(&k.as_str()) {
-                entry(out, k, v);
+                json_write::write_entry(out, k, v);
             }
         }
         json_write::write_str(out, META_PROTOCOL_VERSION);

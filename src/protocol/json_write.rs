@@ -52,6 +52,14 @@ fn estimate(v: &Value, depth: usize) -> usize {
     }
 }
 
+/// Append `"k":v,`: one entry of an object being written, its comma after it.
+pub fn write_entry(out: &mut Vec<u8>, k: &str, v: &Value) {
+    write_str(out, k);
+    out.push(b':');
+    write_value(out, v);
+    out.push(b',');
+}
+
 /// Append the compact JSON text of `v`.
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
     match v {

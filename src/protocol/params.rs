@@ -56,10 +56,7 @@ impl<'a> Params<'a> {
             Params::Tree(v) => {
                 for (k, v) in v.as_object().into_iter().flatten() {
                     if !skip(k) {
-                        json_write::write_str(out, k);
-                        out.push(b':');
-                        json_write::write_value(out, v);
-                        out.push(b',');
+                        json_write::write_entry(out, k, v);
                     }
                 }
             }

@@ -407,7 +407,9 @@ impl Link {
             m.insert("arguments".into(), arguments);
             Value::Object(m)
         };
-        let (method, hdrs, tree, tool) = match target {
+        // What the params borrow: a tool's name and arguments, or the tree of another target.
+        let (tool, tree);
+        let (method, params, hdrs) = match target {
             CallTarget::Tool { name, arguments } => {
                 let hdrs = self
                     .headers
@@ -415,18 +417,21 @@ impl Link {
                     .get(&name)
                     .cloned()
                     .unwrap_or_default();
-                ("tools/call", hdrs, Value::Null, Some((name, arguments)))
+                tool = (name, arguments);
+                let params = Params::Named {
+                    name: &tool.0,
+                    arguments: &tool.1,
+                };
+                ("tools/call", params, hdrs)
             }
             CallTarget::ReadResource { uri } => {
-                ("resources/read", vec![], json!({ "uri": uri }), None)
+                tree = json!({ "uri": uri });
+                ("resources/read", Params::Tree(&tree), vec![])
             }
             CallTarget::GetPrompt { name, arguments } => {
-                ("prompts/get", vec![], named(name, arguments), None)
+                tree = named(name, arguments);
+                ("prompts/get", Params::Tree(&tree), vec![])
             }
-        };
-        let params = match &tool {
-            Some((name, arguments)) => Params::Named { name, arguments },
-            None => Params::Tree(&tree),
         };
         // The answer stays the server's text (`ResultText`): it is passed on, not parsed.
         let mut r = client

@@ -291,7 +291,7 @@ pub(crate) async fn measured(
     work: impl std::future::Future<Output = (Vec<u32>, u64, u64)>,
 ) -> LoadResult {
     let cpu0 = procs::cpu_us_of(pid);
-    let own0 = procs::thread_cpu_us();
+    let own0 = measure::thread_cpu_us();
     let t = Instant::now();
     let (mut lat, bytes, errors) = work.await;
     let elapsed_s = t.elapsed().as_secs_f64();
@@ -302,7 +302,7 @@ pub(crate) async fn measured(
         errors,
         elapsed_s,
         cpu_us: procs::cpu_us_of(pid) - cpu0,
-        loadgen_cpu_us: procs::thread_cpu_us().saturating_sub(own0),
+        loadgen_cpu_us: measure::thread_cpu_us().saturating_sub(own0),
     }
 }
 

@@ -9,12 +9,22 @@ use std::time::{Duration, Instant};
 
 /// The CPU time of this process, in µs.
 pub fn cpu_us() -> u64 {
+    clock_us(crate::libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The CPU time of the calling thread, in µs: the load generator's own cost, as it runs on
+/// the thread that blocks on the bench's one-thread runtime.
+pub fn thread_cpu_us() -> u64 {
+    clock_us(crate::libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn clock_us(clock: crate::libc::clockid_t) -> u64 {
     let mut ts = crate::libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec it is given and nothing else.
-    unsafe { crate::libc::clock_gettime(crate::libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    unsafe { crate::libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 

@@ -149,21 +149,6 @@ pub fn cpu_us_of(pid: i32) -> u64 {
     ticks * 1_000_000 / hz
 }
 
-/// CPU time of the calling thread, in µs (`CLOCK_THREAD_CPUTIME_ID`): the load generator's
-/// own cost, as it runs on the thread that blocks on the bench's one-thread runtime.
-pub fn thread_cpu_us() -> u64 {
-    let mut t = nix::libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec for the call to write.
-    let rc = unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    if rc != 0 {
-        return 0;
-    }
-    t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1_000
-}
-
 /// A free TCP port on 127.0.0.1 (bound and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
