@@ -108,12 +108,26 @@ function creds(home) {
   // The sign-in list is redrawn whenever the daemon reports a change, replacing its fields;
   // the pane keeps the focus on the field with the same data-key. So focus and type in the
   // page itself (a handle taken before a redraw would type into a field no longer there),
-  // and go on once the field holds the text.
+  // and go on once the field holds the text. A paste is one insertion of the whole text (one
+  // `input` event), as a person's Ctrl-V is, not a keystroke per character. If the field does
+  // not hold it, say what it holds and where the focus is.
   const pasteInto = async (sel, value) => {
     await clearField(sel);
-    await page.keyboard.type(value);
-    await page.waitForFunction((s, v) => { const e = document.querySelector(s); return !!e && e.value === v; },
-      { timeout: 10000 }, sel, value);
+    await page.keyboard.sendCharacter(value);
+    const held = () => page.evaluate((s) => {
+      const e = document.querySelector(s);
+      const f = document.activeElement;
+      return { value: e ? e.value : null, focus: f ? (f.dataset.key || f.id || f.tagName) : null };
+    }, sel);
+    const deadline = Date.now() + 10000;
+    for (;;) {
+      const h = await held();
+      if (h.value === value) return;
+      if (Date.now() > deadline) {
+        throw new Error(`paste into ${sel}: it holds ${JSON.stringify(h.value)} (focus on ${h.focus}), not ${JSON.stringify(value)}; the sign-in shows ${JSON.stringify(await text(".signin-state"))}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
   };
   const focused = () => page.evaluate(() => {
     const e = document.activeElement;
