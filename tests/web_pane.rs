@@ -244,6 +244,14 @@ fn the_pane_adds_edits_deletes_servers_and_signs_in_in_a_real_browser() {
         "{r}"
     );
     assert_eq!(r["steps"]["cancelled_buttons"], json!(["Sign in"]), "{r}");
+    // The paste field drawn again (an event) keeps its text selected and the focus, so typing
+    // replaces the selection.
+    assert_eq!(
+        r["steps"]["selection_after_redraw"],
+        json!(["a draft", 0, 7, true]),
+        "{r}"
+    );
+    assert_eq!(r["steps"]["draft_cleared"], "", "{r}");
     // The pasted callback: a forged one refused (the sign-in stays open), the real one signs in.
     assert!(s(&r, "forged").contains("refused"), "{r}");
     assert!(s(&r, "forged_state").starts_with("signing in"), "{r}");

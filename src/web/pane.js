@@ -133,15 +133,24 @@ function row(label, value, cls) {
   return el("div", { class: cls }, el("dt", { text: label }), el("dd", { text: value }));
 }
 
+// Draw again and put the focus back on the element with the same data-key. A text field
+// drawn again with the same text keeps the caret or the selection it had (a redraw between
+// selecting a field's text and typing over it must not turn the selection into a caret);
+// with other text, the caret goes to its end.
 function keepFocus(draw) {
-  const key = document.activeElement && document.activeElement.dataset
-    ? document.activeElement.dataset.key : null;
+  const was = document.activeElement;
+  const key = was && was.dataset ? was.dataset.key : null;
+  const text = (e) => e && e.tagName === "INPUT" && e.type === "text";
+  const sel = text(was) ? [was.value, was.selectionStart, was.selectionEnd, was.selectionDirection] : null;
   draw();
   if (key) {
     const again = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (again) {
       again.focus();
-      if (again.tagName === "INPUT" && again.type === "text") again.selectionStart = again.selectionEnd = again.value.length;
+      if (text(again)) {
+        if (sel && sel[0] === again.value) again.setSelectionRange(sel[1], sel[2], sel[3] || "none");
+        else again.selectionStart = again.selectionEnd = again.value.length;
+      }
     }
   }
 }

@@ -359,6 +359,23 @@ function creds(home) {
     await other.goto(href).catch(() => null);
     await other.close();
     if (!callback) throw new Error(`no redirect to ${redirect} from ${href}`);
+    // The list drawn again keeps what the user selected in the field: a draft typed and
+    // selected, a session opened elsewhere (an event, so the pane draws its lists again),
+    // then the selection is typed over.
+    const pasteField = `${signin("fm")} input.paste`;
+    await page.$eval(pasteField, (e) => e.focus());
+    await page.keyboard.sendCharacter("a draft");
+    await page.$eval(pasteField, (e) => { e.select(); e.setAttribute("data-before-redraw", ""); });
+    const auth = { Authorization: `Bearer ${cfg.api_token}` };
+    const opened = await fetch(`${cfg.api}/sessions`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{}" });
+    const sid = (await opened.json()).id;
+    await page.waitForFunction((s) => { const e = document.querySelector(s); return !!e && !e.hasAttribute("data-before-redraw"); },
+      { timeout: 30000 }, pasteField);
+    out.steps.selection_after_redraw = await page.$eval(pasteField,
+      (e) => [e.value, e.selectionStart, e.selectionEnd, document.activeElement === e]);
+    await fetch(`${cfg.api}/sessions/${sid}`, { method: "DELETE", headers: auth });
+    await page.keyboard.press("Backspace");
+    out.steps.draft_cleared = await page.$eval(pasteField, (e) => e.value);
     // A forged one first: refused, the sign-in stays open.
     const forged = new URL(callback);
     forged.searchParams.set("state", "forged");
