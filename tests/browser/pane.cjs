@@ -311,6 +311,7 @@ function creds(home) {
       out.steps.tab_text = await tab.evaluate(() => document.body ? document.body.innerText : "").catch((e) => `unreadable: ${e.message}`);
       out.steps.tab_opener = await tab.evaluate(() => window.opener === null ? "none" : "some").catch((e) => `unreadable: ${e.message}`);
       await tab.close();
+      await page.bringToFront();
     }
     out.steps.fm_card_signed_in = await waitText(`${card("fm")} .auth dd`, (t) => t && t.startsWith("signed in"), "the list says signed in");
     out.shots.push(await shot("desktop-signed-in", true));
@@ -358,6 +359,9 @@ function creds(home) {
     });
     await other.goto(href).catch(() => null);
     await other.close();
+    // The user goes back to the pane's tab (typing reaches only the tab in front: in CI the
+    // closed tab's focus had not come back, and the text went nowhere).
+    await page.bringToFront();
     if (!callback) throw new Error(`no redirect to ${redirect} from ${href}`);
     // The list drawn again keeps what the user selected in the field: a draft typed and
     // selected, a session opened elsewhere (an event, so the pane draws its lists again),
