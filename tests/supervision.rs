@@ -7,7 +7,7 @@
 mod common;
 use actix::prelude::*;
 use albedo_mcp::actors::connection::{
-    ArmPanic, CallError, CallTarget, ConnContext, PanicPoint, RestartPolicy,
+    ArmPanic, CallError, CallTarget, ConnContext, DialLimit, PanicPoint, RestartPolicy,
 };
 use albedo_mcp::actors::handle::ConnHandle;
 use albedo_mcp::actors::registry::{Count, Registry, StartConnection};
@@ -255,6 +255,39 @@ async fn close_is_final_even_with_a_call_in_flight() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(n, 0, "the closed connection's actor is still running");
+}
+
+/// A saved catalogue's check still waiting its turn when its connection closes (a session
+/// with many saved servers closed right after it opened) is cancelled by the close: the place
+/// it waited for is not taken when it frees up, and the server is never started.
+#[actix_rt::test]
+async fn a_check_waiting_its_turn_is_cancelled_by_the_close_and_never_dials() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(pidfile.path(), "").unwrap();
+    let registry = Registry::new(1).start();
+    let mut c = ctx();
+    c.checks = DialLimit::new(1);
+    let checks = c.checks.clone();
+    let held = checks.try_hold().expect("the one place");
+    let conn = start(&registry, pidfile.path(), c).await;
+    // The check starts and waits for the place held here (the status is asked after it, so
+    // once it answers the check is waiting); then the close.
+    conn.watch(Sink::start_default().recipient(), None, true);
+    let _ = conn.status().await;
+    conn.close();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A waiter still queued would be handed the place as it is freed.
+    drop(held);
+    assert!(
+        checks.try_hold().is_some(),
+        "the closed connection's check was still waiting and took the place"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        read_pid(pidfile.path()),
+        None,
+        "a closed connection dialled"
+    );
 }
 
 #[actix_rt::test]

@@ -66,6 +66,13 @@ impl DialLimit {
     pub(crate) async fn acquire_owned(self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.0.acquire_owned().await.ok()
     }
+
+    /// A place taken now if one is free, held until dropped (tests: holding every place
+    /// makes the next dial or check wait).
+    #[doc(hidden)]
+    pub fn try_hold(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.0.clone().try_acquire_owned().ok()
+    }
 }
 
 /// Restarts after panics: the first at once, then after a delay that doubles from `base`

@@ -249,6 +249,9 @@ pub struct Connection {
     link: Rc<Link>,
     /// The client event stream of the current link (cancelled on close).
     stream: Option<SpawnHandle>,
+    /// The background discovery running or waiting its turn (cancelled on close: a closed
+    /// connection never dials).
+    discovery: Option<SpawnHandle>,
     discovering: bool,
     rediscover: bool,
 }
@@ -263,6 +266,7 @@ impl Connection {
             ctx,
             shared,
             stream: None,
+            discovery: None,
             discovering: false,
             rediscover: false,
         }
@@ -282,6 +286,14 @@ impl Connection {
         if let Some(h) = self.stream.take() {
             ctx.cancel_future(h);
         }
+        // A saved catalogue's check may still be waiting its turn behind other servers'
+        // (a session with many servers closed right after it opened): it would dial the
+        // server when its turn came, for nobody, and keep the actor alive until then.
+        if let Some(h) = self.discovery.take() {
+            ctx.cancel_future(h);
+        }
+        self.discovering = false;
+        self.rediscover = false;
         self.link.drop_client();
         let (tx, _rx) = mpsc::unbounded_channel();
         self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
@@ -307,7 +319,7 @@ impl Connection {
         self.discovering = true;
         self.rediscover = false;
         let link = self.link.clone();
-        ctx.spawn(
+        let running = ctx.spawn(
             async move {
                 let checks = link.ctx.checks.clone();
                 let _turn = if saved_check && link.current().is_none() {
@@ -319,6 +331,7 @@ impl Connection {
             }
                 .into_actor(self)
                 .map(|r, act, ctx| {
+                    act.discovery = None;
                     act.discovering = false;
                     act.shared.trip(PanicPoint::Discovery);
                     match r {
@@ -357,6 +370,8 @@ impl Connection {
                     }
                 }),
         );
+        // Polled only after this returns, so it cannot have finished yet.
+        self.discovery = Some(running);
     }
 }
 
