@@ -140,15 +140,15 @@ function row(label, value, cls) {
 function keepFocus(draw) {
   const was = document.activeElement;
   const key = was && was.dataset ? was.dataset.key : null;
-  const text = (e) => e && e.tagName === "INPUT" && e.type === "text";
-  const sel = text(was) ? [was.value, was.selectionStart, was.selectionEnd, was.selectionDirection] : null;
+  const textField = (e) => e && e.tagName === "INPUT" && e.type === "text";
+  const before = textField(was) ? { value: was.value, start: was.selectionStart, end: was.selectionEnd, dir: was.selectionDirection } : null;
   draw();
   if (key) {
     const again = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (again) {
       again.focus();
-      if (text(again)) {
-        if (sel && sel[0] === again.value) again.setSelectionRange(sel[1], sel[2], sel[3] || "none");
+      if (textField(again)) {
+        if (before && before.value === again.value) again.setSelectionRange(before.start, before.end, before.dir);
         else again.selectionStart = again.selectionEnd = again.value.length;
       }
     }

@@ -62,17 +62,20 @@ function creds(home) {
   const text = (sel) => page.$eval(sel, (e) => e.textContent.replace(/\s+/g, " ").trim()).catch(() => null);
   // Wait until what `sel` shows satisfies `pred` (asked from here: the pane's CSP allows no
   // eval, so the predicate does not run in the page).
-  const waitText = async (sel, pred, what, ms) => {
-    const deadline = Date.now() + (ms || 60000);
+  // Read until `pred` holds what `read` answers, every 100 ms for `ms`; then throw what
+  // `failure` makes of the last reading.
+  const until = async (read, pred, failure, ms) => {
+    const deadline = Date.now() + ms;
     for (;;) {
-      const t = await text(sel);
-      if (pred(t)) return t;
-      if (Date.now() > deadline) {
-        throw new Error(`${what}: ${sel} shows ${JSON.stringify(t)}; the status: ${JSON.stringify(await text("#list-status"))} ${JSON.stringify(await text("#form-error"))} ${JSON.stringify(await text("#signin-status"))}`);
-      }
+      const v = await read();
+      if (pred(v)) return v;
+      if (Date.now() > deadline) throw new Error(await failure(v));
       await new Promise((r) => setTimeout(r, 100));
     }
   };
+  const waitText = (sel, pred, what, ms) => until(() => text(sel), pred,
+    async (t) => `${what}: ${sel} shows ${JSON.stringify(t)}; the status: ${JSON.stringify(await text("#list-status"))} ${JSON.stringify(await text("#form-error"))} ${JSON.stringify(await text("#signin-status"))}`,
+    ms || 60000);
   // A click, as the user's: the list is drawn again when the daemon says something changed, so
   // an element found just before may be gone; find it again.
   const click = async (sel) => {
@@ -119,15 +122,9 @@ function creds(home) {
       const f = document.activeElement;
       return { value: e ? e.value : null, focus: f ? (f.dataset.key || f.id || f.tagName) : null };
     }, sel);
-    const deadline = Date.now() + 10000;
-    for (;;) {
-      const h = await held();
-      if (h.value === value) return;
-      if (Date.now() > deadline) {
-        throw new Error(`paste into ${sel}: it holds ${JSON.stringify(h.value)} (focus on ${h.focus}), not ${JSON.stringify(value)}; the sign-in shows ${JSON.stringify(await text(".signin-state"))}`);
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await until(held, (h) => h.value === value,
+      async (h) => `paste into ${sel}: it holds ${JSON.stringify(h.value)} (focus on ${h.focus}), not ${JSON.stringify(value)}; the sign-in shows ${JSON.stringify(await text(".signin-state"))}`,
+      10000);
   };
   const focused = () => page.evaluate(() => {
     const e = document.activeElement;
@@ -367,8 +364,7 @@ function creds(home) {
     // selected, a session opened elsewhere (an event, so the pane draws its lists again),
     // then the selection is typed over.
     const pasteField = `${signin("fm")} input.paste`;
-    await page.$eval(pasteField, (e) => e.focus());
-    await page.keyboard.sendCharacter("a draft");
+    await pasteInto(pasteField, "a draft");
     await page.$eval(pasteField, (e) => { e.select(); e.setAttribute("data-before-redraw", ""); });
     const auth = { Authorization: `Bearer ${cfg.api_token}` };
     const opened = await fetch(`${cfg.api}/sessions`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{}" });

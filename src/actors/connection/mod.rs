@@ -249,10 +249,9 @@ pub struct Connection {
     link: Rc<Link>,
     /// The client event stream of the current link (cancelled on close).
     stream: Option<SpawnHandle>,
-    /// The background discovery running or waiting its turn (cancelled on close: a closed
-    /// connection never dials).
+    /// The background discovery running or waiting its turn, at most one (cancelled on
+    /// close: a closed connection never dials).
     discovery: Option<SpawnHandle>,
-    discovering: bool,
     rediscover: bool,
 }
 
@@ -267,7 +266,6 @@ impl Connection {
             shared,
             stream: None,
             discovery: None,
-            discovering: false,
             rediscover: false,
         }
     }
@@ -292,8 +290,6 @@ impl Connection {
         if let Some(h) = self.discovery.take() {
             ctx.cancel_future(h);
         }
-        self.discovering = false;
-        self.rediscover = false;
         self.link.drop_client();
         let (tx, _rx) = mpsc::unbounded_channel();
         self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
@@ -312,11 +308,10 @@ impl Connection {
         if self.shared.is_closed() {
             return;
         }
-        if self.discovering {
+        if self.discovery.is_some() {
             self.rediscover = true;
             return;
         }
-        self.discovering = true;
         self.rediscover = false;
         let link = self.link.clone();
         let running = ctx.spawn(
@@ -332,7 +327,6 @@ impl Connection {
                 .into_actor(self)
                 .map(|r, act, ctx| {
                     act.discovery = None;
-                    act.discovering = false;
                     act.shared.trip(PanicPoint::Discovery);
                     match r {
                         Ok(cat) => {
