@@ -213,6 +213,13 @@ function focusKey(key) {
   if (e) e.focus();
 }
 
+// Once an answer comes, move the focus to `key` only if the user has not put it somewhere
+// meanwhile: it is on nothing, or still on `from`, the control that asked.
+function focusIfStill(from, key) {
+  const a = document.activeElement;
+  if (!a || a === document.body || (a.dataset && a.dataset.key === from)) focusKey(key);
+}
+
 function render() {
   keepFocus(() => { renderServers(); renderSignIns(); });
 }
@@ -621,7 +628,7 @@ async function signIn(name) {
     logins[name] = { state: "failed", error_shown: `The sign-in could not start: ${r.error.message}` };
     show($("signin-status"), `${name}: the sign-in could not start`, true);
     render();
-    focusKey(`signin:${name}`);
+    focusIfStill(`signin:${name}`, `signin:${name}`);
     return;
   }
   logins[name] = r.json;
@@ -633,7 +640,7 @@ async function signIn(name) {
     show($("signin-status"), `${name}: the browser opened no tab; use the link to the authorization page`);
   }
   render();
-  focusKey(`link:${name}`);
+  focusIfStill(`signin:${name}`, `link:${name}`);
 }
 
 async function pasteCallback(name) {
