@@ -2,6 +2,7 @@
 //! line on stdio and one per POST or SSE event on HTTP. Parsing never panics; anything that
 //! is not a well-formed message is a [`ParseError`].
 
+use super::check::Checked;
 use super::json_write::{self, WriteJson};
 use super::result::ResultText;
 use bytes::Bytes;
@@ -315,6 +316,36 @@ pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Message>, ParseError> {
 /// of a large tool result).
 pub fn parse_batch_shared(body: &Bytes) -> Result<Vec<Message>, ParseError> {
     parse_batch_in(body, Some(body))
+}
+
+/// [`parse_batch_shared`] of a body [`JsonCheck`](super::check::JsonCheck) checked as it
+/// arrived: its `result` is not read again (the check found it to be JSON and noted its head);
+/// serde reads the rest of the message, a copy with `0` in the result's place. Without a
+/// check, or when that copy is refused, the body is parsed whole, so that the error is the one
+/// the whole body gets.
+pub fn parse_batch_checked(
+    body: &Bytes,
+    checked: Option<&Checked>,
+) -> Result<Vec<Message>, ParseError> {
+    let Some(c) = checked.filter(|c| c.result.start < c.result.end && c.result.end <= body.len())
+    else {
+        return parse_batch_shared(body);
+    };
+    if body.len() > MAX_MESSAGE_BYTES {
+        return Err(ParseError::TooLarge(body.len()));
+    }
+    let mut rest = Vec::with_capacity(body.len() - c.result.len() + 1);
+    rest.extend_from_slice(&body[..c.result.start]);
+    rest.push(b'0');
+    rest.extend_from_slice(&body[c.result.end..]);
+    match Message::parse_in(&rest, None) {
+        Ok(Message::Response { id, result: Ok(_) }) => Ok(vec![Message::Response {
+            id,
+            result: Ok(ResultText::checked(body, c)),
+        }]),
+        Ok(other) => Ok(vec![other]),
+        Err(_) => parse_batch_shared(body),
+    }
 }
 
 fn parse_batch_in(bytes: &[u8], shared: Option<&Bytes>) -> Result<Vec<Message>, ParseError> {

@@ -5,6 +5,7 @@
 //! imports nothing else from this crate.
 
 pub mod backoff;
+pub mod check;
 pub mod era;
 pub mod headers;
 pub mod json_write;

@@ -6,9 +6,10 @@
 //! a result without building that tree: whether it is an object, its `resultType`, and whether
 //! it has a top-level key of a given name.
 //!
-//! Owns: the result's text and its head. Must not touch: anything but `serde_json`, `bytes`
-//! and `memchr`.
+//! Owns: the result's text and its head. Must not touch: anything but `serde_json`, `bytes`,
+//! `memchr` and the check's [`Checked`].
 
+use super::check::Checked;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -64,6 +65,24 @@ impl ResultText {
         let (b, r) = (body.as_ptr() as usize, raw.get().as_ptr() as usize);
         let inside = r >= b && r + raw.get().len() <= b + body.len();
         inside.then(|| ResultText::of(body.slice_ref(raw.get().as_bytes())))
+    }
+
+    /// The result of `message` that [`crate::protocol::check`] checked as it arrived, a
+    /// slice of it, with the head the check noted (read here, not scanned for again).
+    pub fn checked(message: &Bytes, c: &Checked) -> ResultText {
+        let r = ResultText::of(message.slice(c.result.clone()));
+        if let Some(h) = &c.head {
+            let _ = r.head.set(ResultHead {
+                object: h.object,
+                result_type: h
+                    .result_type
+                    .as_ref()
+                    .and_then(|t| message.get(t.clone()))
+                    .and_then(result_type_of),
+                outcome_key: h.outcome_key,
+            });
+        }
+        r
     }
 
     /// A result albedo makes itself (answers to a server's `ping`, tests).
@@ -169,12 +188,7 @@ fn scan_head(t: &[u8]) -> Option<ResultHead> {
         let value_end = value_end(t, i)?;
         if key_is(key, "resultType") {
             let raw = &t[i..value_end];
-            head.result_type = match serde_json::from_slice::<Value>(raw) {
-                Ok(Value::String(s)) => Some(s),
-                Ok(_) => None,
-                // A string serde cannot decode (a lone surrogate escape): not `complete`.
-                Err(_) => Some(String::from_utf8_lossy(raw).into_owned()),
-            };
+            head.result_type = result_type_of(raw);
         } else if key_is(key, "outcome") {
             head.outcome_key = true;
         }
@@ -184,6 +198,16 @@ fn scan_head(t: &[u8]) -> Option<ResultHead> {
             b'}' => return Some(head),
             _ => return None,
         }
+    }
+}
+
+/// A `resultType`'s value read: a string, or `None`.
+fn result_type_of(raw: &[u8]) -> Option<String> {
+    match serde_json::from_slice::<Value>(raw) {
+        Ok(Value::String(s)) => Some(s),
+        Ok(_) => None,
+        // A string serde cannot decode (a lone surrogate escape): not `complete`.
+        Err(_) => Some(String::from_utf8_lossy(raw).into_owned()),
     }
 }
 

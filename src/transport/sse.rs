@@ -11,6 +11,7 @@
 //! it is reported ([`SseItem::OversizedId`]) and the rest of its line is skipped as it comes,
 //! so a stream's last event id (what a resumption sends back) stays short.
 
+use crate::protocol::check::{Checked, JsonCheck, CHECK_FROM};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -25,6 +26,9 @@ pub struct SseEvent {
     pub event: Option<String>,
     /// The data lines joined with `\n`; empty for a priming event.
     pub data: Bytes,
+    /// What [`JsonCheck`] found in a large data line as it arrived (an event of one data
+    /// line: a large result is one long line).
+    pub checked: Option<Checked>,
 }
 
 /// What the parser hands out.
@@ -59,8 +63,12 @@ pub struct SseParser {
     skipping: Option<bool>,
     /// The current line is an `id` over the cap: its length so far (the rest is skipped).
     long_id: Option<usize>,
+    /// The check of the line being read, while it may be the event's first data line.
+    line_check: JsonCheck,
     // The event being built.
     data: BytesMut,
+    /// The check of `data`, when it is one data line that was checked.
+    data_checked: Option<Checked>,
     has_data: bool,
     event_id: Option<String>,
     event_type: Option<String>,
@@ -85,7 +93,9 @@ impl SseParser {
             bom_seen: 0,
             skipping: None,
             long_id: None,
+            line_check: JsonCheck::default(),
             data: BytesMut::new(),
+            data_checked: None,
             has_data: false,
             event_id: None,
             event_type: None,
@@ -184,6 +194,12 @@ impl SseParser {
             return;
         }
         super::spare::extend(&mut self.line, part);
+        if !self.has_data && self.line.len() >= CHECK_FROM {
+            match self.line.strip_prefix(b"data:") {
+                Some(v) => self.line_check.catch_up(v.strip_prefix(b" ").unwrap_or(v)),
+                None => self.line_check.give_up(),
+            }
+        }
         if self.line.len() > MAX_ID_LINE && self.line.starts_with(b"id:") {
             let space = usize::from(self.line.get(3) == Some(&b' '));
             self.long_id = Some(self.line.len() - 3 - space);
@@ -193,6 +209,8 @@ impl SseParser {
 
     fn start_skipping(&mut self, size: usize) {
         self.ready.push_back(SseItem::Oversized(size));
+        self.line_check = JsonCheck::default();
+        self.data_checked = None;
         self.skipping = Some(false);
         self.line = BytesMut::new();
         self.data = BytesMut::new();
@@ -215,6 +233,7 @@ impl SseParser {
             self.ready.push_back(SseItem::OversizedId(n));
             return;
         }
+        let line_check = std::mem::take(&mut self.line_check);
         let mut line = super::spare::split(&mut self.line);
         if line.is_empty() {
             self.dispatch();
@@ -242,12 +261,14 @@ impl SseParser {
                 if self.has_data {
                     self.data.extend_from_slice(b"\n");
                     self.data.extend_from_slice(value);
+                    self.data_checked = None;
                 } else {
                     // The first data line becomes the data without a copy (a large result
                     // is one long line).
                     let skip = line.len() - value.len();
                     let _ = line.split_to(skip);
                     self.data = line;
+                    self.data_checked = line_check.finish(&self.data);
                 }
                 self.has_data = true;
             }
@@ -292,6 +313,7 @@ impl SseParser {
             id: self.event_id.take(),
             event: self.event_type.take(),
             data,
+            checked: self.data_checked.take(),
         }));
     }
 }
@@ -309,6 +331,7 @@ mod tests {
             id: id.map(str::to_owned),
             event: None,
             data: Bytes::copy_from_slice(data.as_bytes()),
+            checked: None,
         })
     }
 
@@ -332,6 +355,7 @@ mod tests {
                 id: Some("7".into()),
                 event: Some("message".into()),
                 data: Bytes::from_static(b"{\"a\":1}"),
+                checked: None,
             })]
         );
         assert_eq!(p.retry(), Some(Duration::from_millis(1500)));

@@ -21,6 +21,7 @@ use super::spare;
 use super::stderr::StderrCapture;
 use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
+use crate::protocol::check::{Checked, JsonCheck};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
 use crate::store::settings::Secret;
@@ -367,6 +368,7 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
     let mut limiter = RequestLimiter::default();
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = BytesMut::new();
+    let mut check = JsonCheck::default();
     let mut skipping = false;
     loop {
         let (done, used) = {
@@ -387,6 +389,7 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
                 None => {
                     if !skipping {
                         spare::extend(&mut line, available);
+                        check.catch_up(&line);
                     }
                     (false, available.len())
                 }
@@ -404,14 +407,17 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
             }
             skipping = true;
             line = BytesMut::new();
+            check.give_up();
         }
         if done {
+            let done_check = std::mem::take(&mut check);
             if skipping {
                 skipping = false;
                 continue;
             }
+            let checked = done_check.finish(&line);
             let bytes = spare::finish(&mut line);
-            handle_line(bytes, link, &mut limiter);
+            handle_line(bytes, checked.as_ref(), link, &mut limiter);
             if link.overran.load(Ordering::Acquire) {
                 return; // closed: stop reading (the server's writes now fail)
             }
@@ -419,7 +425,8 @@ async fn read_loop(stdout: ChildStdout, link: &Link) {
     }
 }
 
-fn handle_line(bytes: Bytes, link: &Link, limiter: &mut RequestLimiter) {
+/// One line from the server; `checked`: what [`JsonCheck`] found in it as it arrived.
+fn handle_line(bytes: Bytes, checked: Option<&Checked>, link: &Link, limiter: &mut RequestLimiter) {
     let stats = link.stats.as_ref();
     let trimmed = match bytes.strip_suffix(b"\r") {
         Some(t) => bytes.slice(..t.len()),
@@ -439,7 +446,7 @@ fn handle_line(bytes: Bytes, link: &Link, limiter: &mut RequestLimiter) {
         }
         return;
     }
-    match jsonrpc::parse_batch_shared(&trimmed) {
+    match jsonrpc::parse_batch_checked(&trimmed, checked) {
         Ok(msgs) => {
             for m in msgs {
                 if link.overran.load(Ordering::Acquire) {

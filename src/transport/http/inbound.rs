@@ -11,6 +11,7 @@
 //! and streams (it is given parsed messages or an event's data).
 
 use super::driver::Ctx;
+use crate::protocol::check::Checked;
 use crate::protocol::jsonrpc::{self, Message, RequestId};
 use crate::transport::gate::{Admit, RequestLimiter};
 use crate::transport::Inbound;
@@ -187,12 +188,18 @@ impl Ctx {
     }
 }
 
-/// Parse an event's data and dispatch it; true when it answered `awaited`.
-pub(super) fn deliver_data(ctx: &Ctx, data: &Bytes, awaited: Option<&RequestId>) -> bool {
+/// Parse an event's data (with what was checked of it as it arrived) and dispatch it; true
+/// when it answered `awaited`.
+pub(super) fn deliver_data(
+    ctx: &Ctx,
+    data: &Bytes,
+    checked: Option<&Checked>,
+    awaited: Option<&RequestId>,
+) -> bool {
     if ctx.refuses_batch(data) {
         return false;
     }
-    match jsonrpc::parse_batch_shared(data) {
+    match jsonrpc::parse_batch_checked(data, checked) {
         Ok(msgs) => {
             let mut answered = false;
             for m in msgs {

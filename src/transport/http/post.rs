@@ -9,6 +9,7 @@ use super::driver::Ctx;
 use super::resume::read_request_stream;
 use super::session::{capture_session, read_refusal, send_error};
 use super::{content_type, EVENT_STREAM};
+use crate::protocol::check::{Checked, JsonCheck};
 use crate::protocol::jsonrpc::{self, Message, RequestId, MAX_MESSAGE_BYTES};
 use crate::transport::{spare, Inbound, OutKind, Outbound, TransportError};
 use awc::error::{PayloadError, SendRequestError};
@@ -143,8 +144,10 @@ async fn request_outcome(
 
 /// A JSON answer's body, at most [`MAX_MESSAGE_BYTES`]: a large one is read into the
 /// thread's spare when that is free ([`spare`]), so that it is neither grown by doubling nor
-/// faulted into fresh pages.
-async fn read_body(resp: &mut awc::ClientResponse) -> Result<bytes::Bytes, PayloadError> {
+/// faulted into fresh pages, and checked as JSON as it arrives ([`JsonCheck`]).
+async fn read_body(
+    resp: &mut awc::ClientResponse,
+) -> Result<(bytes::Bytes, Option<Checked>), PayloadError> {
     let declared = resp
         .headers()
         .get(awc::http::header::CONTENT_LENGTH)
@@ -154,14 +157,17 @@ async fn read_body(resp: &mut awc::ClientResponse) -> Result<bytes::Bytes, Paylo
         return Err(PayloadError::Overflow);
     }
     let mut buf = spare::with_capacity(declared.unwrap_or(0) as usize);
+    let mut check = JsonCheck::default();
     while let Some(chunk) = resp.next().await {
         let chunk = chunk?;
         if buf.len() + chunk.len() > MAX_MESSAGE_BYTES {
             return Err(PayloadError::Overflow);
         }
         spare::extend(&mut buf, &chunk);
+        check.catch_up(&buf);
     }
-    Ok(spare::finish(&mut buf))
+    let checked = check.finish(&buf);
+    Ok((spare::finish(&mut buf), checked))
 }
 
 async fn read_json_reply(
@@ -170,7 +176,7 @@ async fn read_json_reply(
     mut resp: awc::ClientResponse,
 ) -> Result<(), TransportError> {
     let ct = content_type(&resp);
-    let body = match read_body(&mut resp).await {
+    let (body, checked) = match read_body(&mut resp).await {
         Ok(b) => b,
         Err(PayloadError::Overflow) => {
             ctx.shared.stats.oversized.fetch_add(1, Ordering::Relaxed);
@@ -190,7 +196,7 @@ async fn read_json_reply(
             jsonrpc::BATCH_VERSION
         )));
     }
-    let msgs = jsonrpc::parse_batch_shared(&body).map_err(|e| {
+    let msgs = jsonrpc::parse_batch_checked(&body, checked.as_ref()).map_err(|e| {
         ctx.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
         let what = if ct.is_empty() {
             "no content type".to_owned()

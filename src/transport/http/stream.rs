@@ -139,7 +139,7 @@ pub(super) async fn read_stream(
                         continue;
                     }
                     progress = true;
-                    if deliver_data(ctx, &ev.data, awaited) {
+                    if deliver_data(ctx, &ev.data, ev.checked.as_ref(), awaited) {
                         return Ok(StreamEnd::Answered);
                     }
                 }
