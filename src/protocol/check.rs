@@ -10,8 +10,11 @@
 //! Strict, never looser than serde_json: UTF-8 throughout (from_utf8's rules), no control
 //! character in a string, escapes as JSON has them, numbers and literals as JSON writes them,
 //! white space only between tokens and at the ends, at most [`MAX_DEPTH`] nested values. A
-//! message it refuses, or one whose keys it would have to unescape to read, gets no
-//! [`Checked`] and goes to serde whole, as before, which says what is wrong with it.
+//! message it refuses gets no [`Checked`] and goes to serde whole, as before, which says what
+//! is wrong with it. So does one it stops following as soon as it can tell: a batch, a
+//! request, a notification or an error (a top-level `method`, `params` or `error`: their
+//! bytes are parsed by serde anyway, so checking them too would cross them twice), and a
+//! top-level key written with escapes (serde unescapes keys).
 //!
 //! Owns: the check's state. Must not touch: anything but the bytes it is given.
 
@@ -154,6 +157,8 @@ struct Run {
     in_result: bool,
     head: CheckedHead,
     head_unknown: bool,
+    /// Stopped following a message that may well be JSON (see `key_done`).
+    gave_up: bool,
 }
 
 impl Run {
@@ -178,6 +183,11 @@ impl Run {
         }
         self.starts(at);
         match self.depth {
+            // A batch: serde reads it.
+            0 if !object => {
+                self.gave_up = true;
+                return false;
+            }
             0 => self.top_object = object,
             1 if self.naming_result => {
                 self.in_result = true;
@@ -234,13 +244,19 @@ impl Run {
         true
     }
 
-    fn key_done(&mut self, all: &[u8], end: usize) {
+    /// A key ended just before `end`; false when the check stops following the message
+    /// (serde reads it whole): a top-level key written with escapes, or one that says the
+    /// message is no response with a result (`method`, `params`, `error`), so that a large
+    /// request or notification is not crossed twice.
+    fn key_done(&mut self, all: &[u8], end: usize) -> bool {
         let key = &all[self.key_start + 1..end - 1];
         match self.depth {
             1 if self.top_object => {
-                if self.key_escaped {
-                    self.results = u32::MAX; // cannot tell: serde decides
-                } else if key == b"result" {
+                if self.key_escaped || matches!(key, b"method" | b"params" | b"error") {
+                    self.gave_up = true;
+                    return false;
+                }
+                if key == b"result" {
                     self.results = self.results.saturating_add(1);
                     self.naming_result = true;
                 }
@@ -256,6 +272,7 @@ impl Run {
             }
             _ => {}
         }
+        true
     }
 
     /// Check `all[self.pos..]`; false when it is not JSON (or not followed).
@@ -272,7 +289,9 @@ impl Run {
                         b'"' => {
                             if self.in_key {
                                 self.in_key = false;
-                                self.key_done(all, i + 1);
+                                if !self.key_done(all, i + 1) {
+                                    return false;
+                                }
                                 self.st = St::Colon;
                             } else {
                                 self.ended(i + 1);
@@ -599,7 +618,7 @@ mod tests {
         let mut r = Run::default();
         for &c in cuts.iter().chain([&text.len()]) {
             if !r.feed(&text[..c.min(text.len()).max(r.pos)]) {
-                return None;
+                return r.gave_up.then(|| (serde_ok(text), None));
             }
         }
         let whole = r.st == St::Done
@@ -812,12 +831,15 @@ mod tests {
 
     #[test]
     fn what_it_leaves_to_serde() {
-        // Two results, an escaped key, not an object, no result: taken as JSON, no `Checked`.
+        // Two results, an escaped key, a batch, no result, a notification, an error: no
+        // `Checked` (serde reads them whole).
         for text in [
             &br#"{"result":1,"result":2}"#[..],
             br#"{"res\u0075lt":1}"#,
             br#"[{"result":1}]"#,
             br#"{"id":1}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"result":1}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"no"}}"#,
         ] {
             assert_eq!(
                 run(text, &[]),
@@ -833,6 +855,18 @@ mod tests {
             "]".repeat(MAX_DEPTH)
         );
         assert_eq!(run(deep.as_bytes(), &[]), None);
+    }
+
+    #[test]
+    fn a_large_notification_is_not_followed_past_its_method() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{}"}}}}"#,
+            "x".repeat(4 * CHECK_FROM)
+        );
+        let mut c = JsonCheck::default();
+        c.catch_up(&big.as_bytes()[..CHECK_FROM]);
+        assert!(c.off && c.run.is_none());
+        assert_eq!(c.finish(big.as_bytes()), None);
     }
 
     #[test]
