@@ -301,56 +301,12 @@ impl Run {
                             self.key_escaped |= self.in_key;
                             self.st = St::Esc;
                         }
-                        0xC2..=0xDF => {
-                            self.st = St::Cont {
-                                lo: 0x80,
-                                hi: 0xBF,
-                                more: 0,
-                            }
-                        }
-                        0xE0 => {
-                            self.st = St::Cont {
-                                lo: 0xA0,
-                                hi: 0xBF,
-                                more: 1,
-                            }
-                        }
-                        0xE1..=0xEC | 0xEE..=0xEF => {
-                            self.st = St::Cont {
-                                lo: 0x80,
-                                hi: 0xBF,
-                                more: 1,
-                            }
-                        }
-                        0xED => {
-                            self.st = St::Cont {
-                                lo: 0x80,
-                                hi: 0x9F,
-                                more: 1,
-                            }
-                        }
-                        0xF0 => {
-                            self.st = St::Cont {
-                                lo: 0x90,
-                                hi: 0xBF,
-                                more: 2,
-                            }
-                        }
-                        0xF1..=0xF3 => {
-                            self.st = St::Cont {
-                                lo: 0x80,
-                                hi: 0xBF,
-                                more: 2,
-                            }
-                        }
-                        0xF4 => {
-                            self.st = St::Cont {
-                                lo: 0x80,
-                                hi: 0x8F,
-                                more: 2,
-                            }
-                        }
-                        _ => return false, // a control character or a byte UTF-8 never starts with
+                        // A sequence of more than one byte starts, or a control character
+                        // or a byte no UTF-8 sequence starts with.
+                        _ => match utf8_lead(b) {
+                            Some(st) => self.st = st,
+                            None => return false,
+                        },
                     }
                     i += 1;
                 }
@@ -575,6 +531,22 @@ impl Run {
         let head = (!self.head_unknown).then_some(self.head);
         Some(Checked { result, head })
     }
+}
+
+/// The state after `b` starts a UTF-8 sequence of more than one byte, by `from_utf8`'s rules
+/// (no overlong form, no surrogate, nothing past U+10FFFF); `None` for any other byte.
+fn utf8_lead(b: u8) -> Option<St> {
+    let (lo, hi, more) = match b {
+        0xC2..=0xDF => (0x80, 0xBF, 0),
+        0xE0 => (0xA0, 0xBF, 1),
+        0xE1..=0xEC | 0xEE..=0xEF => (0x80, 0xBF, 1),
+        0xED => (0x80, 0x9F, 1),
+        0xF0 => (0x90, 0xBF, 2),
+        0xF1..=0xF3 => (0x80, 0xBF, 2),
+        0xF4 => (0x80, 0x8F, 2),
+        _ => return None,
+    };
+    Some(St::Cont { lo, hi, more })
 }
 
 /// How many bytes at the start of `s` a string holds as they are: printable ASCII other than
