@@ -114,17 +114,28 @@ function creds(home) {
   // and go on once the field holds the text. A paste is one insertion of the whole text (one
   // `input` event), as a person's Ctrl-V is, not a keystroke per character. If the field does
   // not hold it, say what it holds and where the focus is.
+  // Keys reach only the tab in front: a tab the pane opened (the authorization page) may come
+  // to the front after the pane's own tab was brought back, so, as a person whose paste went
+  // to the wrong tab, go back to the pane and paste again (at most three times).
   const pasteInto = async (sel, value) => {
-    await clearField(sel);
-    await page.keyboard.sendCharacter(value);
     const held = () => page.evaluate((s) => {
       const e = document.querySelector(s);
       const f = document.activeElement;
       return { value: e ? e.value : null, focus: f ? (f.dataset.key || f.id || f.tagName) : null };
     }, sel);
-    await until(held, (h) => h.value === value,
-      async (h) => `paste into ${sel}: it holds ${JSON.stringify(h.value)} (focus on ${h.focus}), not ${JSON.stringify(value)}; the sign-in shows ${JSON.stringify(await text(".signin-state"))}`,
-      10000);
+    for (let attempt = 1; ; attempt++) {
+      await page.bringToFront();
+      await clearField(sel);
+      await page.keyboard.sendCharacter(value);
+      try {
+        await until(held, (h) => h.value === value,
+          async (h) => `paste into ${sel}: it holds ${JSON.stringify(h.value)} (focus on ${h.focus}), not ${JSON.stringify(value)}; the sign-in shows ${JSON.stringify(await text(".signin-state"))}`,
+          attempt < 3 ? 3000 : 10000);
+        return;
+      } catch (e) {
+        if (attempt >= 3) throw e;
+      }
+    }
   };
   const focused = () => page.evaluate(() => {
     const e = document.activeElement;
@@ -344,6 +355,9 @@ function creds(home) {
     step = "sign in with a pasted callback URL";
     await click(`${signin("fm")} [data-key="signin:fm"]`);
     await waitText(`${signin("fm")} .signin-state`, (t) => t && t.startsWith("signing in"), "pending again");
+    // The daemon has answered the click: the pane has drawn the answer and put the focus
+    // where it goes (new tabs are blocked since the step before: it says so).
+    await waitText("#signin-status", (t) => t && t.startsWith("fm: the browser opened no tab"), "the start answered");
     const href = await page.$eval(`${signin("fm")} a.auth-link`, (a) => a.href);
     const redirect = new URL(href).searchParams.get("redirect_uri");
     // The user's browser follows the link; its loopback is out of reach (another machine),
