@@ -322,13 +322,17 @@ pub fn parse_batch_shared(body: &Bytes) -> Result<Vec<Message>, ParseError> {
 /// arrived: its `result` is not read again (the check found it to be JSON and noted its head);
 /// serde reads the rest of the message, a copy with `0` in the result's place. Without a
 /// check, or when that copy is refused, the body is parsed whole, so that the error is the one
-/// the whole body gets.
+/// the whole body gets. So is a body whose result is less than half of it (a large message
+/// is then mostly something else, which the copy would only duplicate).
 pub fn parse_batch_checked(
     body: &Bytes,
     checked: Option<&Checked>,
 ) -> Result<Vec<Message>, ParseError> {
-    let Some(c) = checked.filter(|c| c.result.start < c.result.end && c.result.end <= body.len())
-    else {
+    let Some(c) = checked.filter(|c| {
+        c.result.start < c.result.end
+            && c.result.end <= body.len()
+            && c.result.len() >= body.len() / 2
+    }) else {
         return parse_batch_shared(body);
     };
     if body.len() > MAX_MESSAGE_BYTES {
