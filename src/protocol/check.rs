@@ -358,13 +358,8 @@ impl Run {
                 St::Value => {
                     match b {
                         b' ' | b'\t' | b'\n' | b'\r' => {}
-                        b'{' => {
-                            if !self.open(true, i) {
-                                return false;
-                            }
-                        }
-                        b'[' => {
-                            if !self.open(false, i) {
+                        b'{' | b'[' => {
+                            if !self.open(b == b'{', i) {
                                 return false;
                             }
                         }
@@ -435,11 +430,16 @@ impl Run {
                         _ => self.ended(i),
                     }
                 }
-                St::Dot => {
+                // A digit must follow `.` and an exponent's sign.
+                St::Dot | St::ExpSign => {
                     if !b.is_ascii_digit() {
                         return false;
                     }
-                    self.st = St::Frac;
+                    self.st = if self.st == St::Dot {
+                        St::Frac
+                    } else {
+                        St::ExpDigits
+                    };
                     i += 1;
                 }
                 St::Exp => {
@@ -448,13 +448,6 @@ impl Run {
                         b'0'..=b'9' => St::ExpDigits,
                         _ => return false,
                     };
-                    i += 1;
-                }
-                St::ExpSign => {
-                    if !b.is_ascii_digit() {
-                        return false;
-                    }
-                    self.st = St::ExpDigits;
                     i += 1;
                 }
                 St::After => {
@@ -467,13 +460,8 @@ impl Run {
                                 St::Value
                             };
                         }
-                        b'}' => {
-                            if !self.close(true, i) {
-                                return false;
-                            }
-                        }
-                        b']' => {
-                            if !self.close(false, i) {
+                        b'}' | b']' => {
+                            if !self.close(b == b'}', i) {
                                 return false;
                             }
                         }
