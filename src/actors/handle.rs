@@ -55,6 +55,24 @@ impl Slot {
     fn current(&self) -> Option<Addr<Connection>> {
         self.addr.read().ok().and_then(|g| g.clone())
     }
+
+    /// `msg` sent to the live address under the lock, when there is one: cloning an `Addr`
+    /// allocates twice (actix gives each clone its own sender task), and a call needs the
+    /// address only to send. `Err(msg)` when there is no live address.
+    fn send_if_live<M>(&self, msg: M) -> Result<actix::dev::Request<Connection, M>, M>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        Connection: Handler<M>,
+    {
+        match self.addr.read() {
+            Ok(g) => match g.as_ref().filter(|a| a.connected()) {
+                Some(a) => Ok(a.send(msg)),
+                None => Err(msg),
+            },
+            Err(_) => Err(msg),
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -125,21 +143,34 @@ impl ConnHandle {
     /// A call on behalf of the model. A call the actor never received is `not_run`; one it
     /// received and then lost (the actor panicked) is `unknown`.
     pub async fn call(&self, target: CallTarget) -> Result<crate::protocol::ResultText, CallError> {
-        let server = self.name().to_owned();
-        let addr = self.addr().await.map_err(|e| match e {
-            Unreachable::Failed(reason) => CallError::Unavailable {
-                server: server.clone(),
-                reason,
-            },
-            e => CallError::NotRun {
-                server: server.clone(),
-                reason: e.to_string(),
-            },
-        })?;
-        match addr.send(Call(target)).await {
+        let server = || self.name().to_owned();
+        // The checks `addr()` makes first, then the live address as it is, or the wait for a
+        // restart in progress.
+        let live = if self.0.shared.is_closed() || self.0.shared.failed().is_some() {
+            Err(Call(target))
+        } else {
+            self.0.send_if_live(Call(target))
+        };
+        let request = match live {
+            Ok(request) => request,
+            Err(call) => {
+                let addr = self.addr().await.map_err(|e| match e {
+                    Unreachable::Failed(reason) => CallError::Unavailable {
+                        server: server(),
+                        reason,
+                    },
+                    e => CallError::NotRun {
+                        server: server(),
+                        reason: e.to_string(),
+                    },
+                })?;
+                addr.send(call)
+            }
+        };
+        match request.await {
             Ok(r) => r,
             Err(e) => Err(CallError::Unknown {
-                server,
+                server: server(),
                 reason: format!("the connection actor stopped during the call ({e})"),
             }),
         }

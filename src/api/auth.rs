@@ -156,7 +156,7 @@ pub async fn follow_sign_ins(
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
             Err(_) => return,
         };
-        let sessions: Vec<super::SessionHandle> = state
+        let sessions: Vec<std::sync::Arc<super::SessionHandle>> = state
             .sessions
             .read()
             .map(|s| s.values().cloned().collect())

@@ -77,7 +77,7 @@ impl Default for SessionLimits {
 pub struct AppState {
     pub home: PathBuf,
     pub runtime: Addr<Runtime>,
-    pub sessions: RwLock<HashMap<String, SessionHandle>>,
+    pub sessions: RwLock<HashMap<String, Arc<SessionHandle>>>,
     /// The digest of `extensions.json` as the daemon last read or wrote it: a PATCH over a
     /// hand edit made since is refused (`changed_on_disk`).
     pub known_extensions: Mutex<settings::FileDigest>,
@@ -121,7 +121,7 @@ impl AppState {
     pub async fn close_idle(&self) -> Vec<String> {
         let now = self.now_ms();
         let idle = self.limits.idle.as_millis() as u64;
-        let gone: Vec<(String, SessionHandle)> = match self.sessions.write() {
+        let gone: Vec<(String, Arc<SessionHandle>)> = match self.sessions.write() {
             Ok(mut m) => {
                 let ids: Vec<String> = m
                     .iter()
@@ -403,16 +403,16 @@ mod tests {
     use crate::actors::registry::Registry;
     use std::time::Duration;
 
-    fn insert(state: &AppState, id: &str) -> SessionHandle {
+    fn insert(state: &AppState, id: &str) -> Arc<SessionHandle> {
         let (comp, shared, events) =
             Composition::new(id.into(), state.runtime.clone(), Some(false), false);
-        let h = SessionHandle {
+        let h = Arc::new(SessionHandle {
             addr: comp.start(),
             shared,
             events,
             follows_default: false,
             last_active: Arc::new(AtomicU64::new(state.now_ms())),
-        };
+        });
         state.sessions.write().unwrap().insert(id.into(), h.clone());
         h
     }

@@ -123,7 +123,7 @@ pub(super) async fn open_session(
                 "a session with this id is open",
             ));
         }
-        s.insert(id.clone(), handle);
+        s.insert(id.clone(), Arc::new(handle));
     }
     let r = addr.send(Reload::default()).await.map_err(mailbox)?;
     let view = addr.send(GetView).await.map_err(mailbox)?;
@@ -164,7 +164,7 @@ pub(super) async fn list_sessions(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// The session named by a request; the request counts as its activity (idle limit).
-pub(super) fn session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+pub(super) fn session(state: &AppState, id: &str) -> Result<Arc<SessionHandle>, ApiError> {
     let s = peek_session(state, id)?;
     s.last_active.store(state.now_ms(), Ordering::Relaxed);
     Ok(s)
@@ -172,7 +172,7 @@ pub(super) fn session(state: &AppState, id: &str) -> Result<SessionHandle, ApiEr
 
 /// The session, without counting the request as activity: reading a session's view (a
 /// monitor polling it) does not keep an idle session open.
-pub(super) fn peek_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+pub(super) fn peek_session(state: &AppState, id: &str) -> Result<Arc<SessionHandle>, ApiError> {
     body::session_id(id)?;
     state
         .sessions

@@ -195,7 +195,7 @@ fn secrets_set(creds: Option<&Credentials>, name: &str, def: &Value) -> Value {
 /// the last strict save's trial, why a session left it out, the saved catalogue.
 async fn status_of(
     state: &AppState,
-    sessions: &[SessionHandle],
+    sessions: &[Arc<SessionHandle>],
     cfg: &ServerConfig,
     fingerprint: Option<&str>,
     saved: &HashMap<String, crate::actors::strict::SavedSummary>,
@@ -314,7 +314,7 @@ async fn view(state: &AppState, read: &Read) -> Value {
             }
             Err(_) => (Vec::new(), Vec::new()),
         };
-        let sessions: Vec<SessionHandle> = state
+        let sessions: Vec<Arc<SessionHandle>> = state
             .sessions
             .read()
             .map(|s| s.values().cloned().collect())
@@ -433,7 +433,7 @@ pub async fn reload_sessions(
     default_enabled: Option<bool>,
     editor_default: Option<bool>,
 ) -> (Map<String, Value>, bool) {
-    let sessions: Vec<(String, SessionHandle)> = state
+    let sessions: Vec<(String, Arc<SessionHandle>)> = state
         .sessions
         .read()
         .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -741,7 +741,7 @@ async fn put_default(
             *k = after;
         }
     }
-    let sessions: Vec<SessionHandle> = state
+    let sessions: Vec<Arc<SessionHandle>> = state
         .sessions
         .read()
         .map(|s| s.values().cloned().collect())

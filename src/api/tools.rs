@@ -8,6 +8,7 @@
 use super::*;
 use crate::protocol::params;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 
 /// The query of `GET /sessions/{id}/tools` (other parameters are ignored, as before it had
 /// one; `all` that is not `true` or `false` is a 400).
@@ -190,10 +191,10 @@ pub(super) async fn missing_tool(s: &SessionHandle, name: &str) -> ApiError {
 
 pub(super) async fn call_tool(
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    req: HttpRequest,
     Optional(body): Optional<CallBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, name) = path.into_inner();
+    let (id, name) = call_path(&req)?;
     body::tool_name(&name)?;
     let s = session(&state, &id)?;
     let snap = s.shared.load();
@@ -296,6 +297,25 @@ pub(super) async fn call_tool(
     }
 }
 
+/// The session id and tool name of a call's path, borrowed from it when they hold no `%`
+/// (decoding would change nothing), else decoded as `web::Path` decodes them.
+fn call_path(req: &HttpRequest) -> Result<(Cow<'_, str>, Cow<'_, str>), ApiError> {
+    let m = req.match_info();
+    if let (Some(id), Some(name)) = (m.get("id"), m.get("name")) {
+        if !id.contains('%') && !name.contains('%') {
+            return Ok((Cow::Borrowed(id), Cow::Borrowed(name)));
+        }
+    }
+    let (id, name): (String, String) = m.load().map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("a path parameter is not valid: {e}"),
+        )
+    })?;
+    Ok((Cow::Owned(id), Cow::Owned(name)))
+}
+
 /// A call's arguments read as a tree (the built-in tools' and the resource and prompt tools').
 fn args_tree(args: &RawValue) -> Result<Value, ApiError> {
     serde_json::from_str(args.get()).map_err(|e| {
@@ -344,7 +364,12 @@ pub(super) fn ok_answer(result: ResultText) -> HttpResponse {
 /// at a time.
 pub(super) fn bytes_answer(parts: Vec<web::Bytes>) -> HttpResponse {
     let mut r = HttpResponse::Ok();
-    r.content_type(actix_web::http::header::ContentType::json());
+    // A static value: `ContentType::json()` copies the type's text into a new value on
+    // every answer.
+    r.insert_header((
+        actix_web::http::header::CONTENT_TYPE,
+        actix_web::http::header::HeaderValue::from_static("application/json"),
+    ));
     let len: usize = parts.iter().map(|p| p.len()).sum();
     if len <= SLICE {
         if let [one] = parts.as_slice() {

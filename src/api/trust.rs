@@ -30,6 +30,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
 use sha2::{Digest, Sha256};
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -263,11 +264,10 @@ impl Trust {
             .headers()
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
+            .or_else(|| req.uri().authority().map(|a| a.as_str()))
             .unwrap_or_default();
         let scheme = if tls { "https" } else { "http" };
-        let Some((name, port)) = split_host(&host, scheme) else {
+        let Some((name, port)) = split_host(host, scheme) else {
             return Err(self.refuse("host_refused", "a request with no usable Host header"));
         };
         if port != local.port() || !self.host_allowed(&name, port, local.ip()) {
@@ -276,7 +276,7 @@ impl Trust {
                 format!(
                     "Host {:?} is not this daemon's address; add it to allowed_hosts in config.toml \
                      if it is a name of yours",
-                    crate::protocol::text::clean(&host, 100)
+                    crate::protocol::text::clean(host, 100)
                 ),
             ));
         }
@@ -435,8 +435,9 @@ fn cookie<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
 }
 
 /// `host[:port]` → lower-case name (IPv6 kept in brackets) and port (the scheme's default
-/// when absent). `None` for anything malformed.
-fn split_host(host: &str, scheme: &str) -> Option<(String, u16)> {
+/// when absent). `None` for anything malformed. The name is borrowed unless it had upper
+/// case: every request over TCP passes here.
+fn split_host<'a>(host: &'a str, scheme: &str) -> Option<(Cow<'a, str>, u16)> {
     let host = host.trim();
     if host.is_empty() || host.len() > 255 {
         return None;
@@ -448,17 +449,25 @@ fn split_host(host: &str, scheme: &str) -> Option<(String, u16)> {
             "" => default,
             p => p.strip_prefix(':')?.parse().ok()?,
         };
-        (format!("[{inside}]"), port)
+        // `[inside]`, brackets included.
+        (&host[..inside.len() + 2], port)
     } else {
         match host.rsplit_once(':') {
-            Some((n, p)) => (n.to_owned(), p.parse().ok()?),
-            None => (host.to_owned(), default),
+            Some((n, p)) => (n, p.parse().ok()?),
+            None => (host, default),
         }
     };
     let ok = name
         .bytes()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_' | b'[' | b']' | b':'));
-    ok.then(|| (name.to_ascii_lowercase(), port))
+    if !ok {
+        return None;
+    }
+    if name.bytes().any(|c| c.is_ascii_uppercase()) {
+        Some((Cow::Owned(name.to_ascii_lowercase()), port))
+    } else {
+        Some((Cow::Borrowed(name), port))
+    }
 }
 
 /// `scheme://host[:port]` → (scheme, name, port); `None` for `null` and anything else.
@@ -469,7 +478,7 @@ fn parse_origin(o: &str) -> Option<(String, String, u16)> {
         return None;
     }
     let (name, port) = split_host(rest, &scheme)?;
-    Some((scheme, name, port))
+    Some((scheme, name.into_owned(), port))
 }
 
 /// The middleware: every request passes [`Trust::check`] first; answers carry

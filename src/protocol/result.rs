@@ -203,6 +203,15 @@ fn scan_head(t: &[u8]) -> Option<ResultHead> {
 
 /// A `resultType`'s value read: a string, or `None`.
 fn result_type_of(raw: &[u8]) -> Option<String> {
+    // The usual case, a string with no escape (`"complete"`), without a parse. The text is
+    // JSON already, so a string here holds no control character and is UTF-8.
+    if let [b'"', inner @ .., b'"'] = raw {
+        if !inner.contains(&b'\\') {
+            if let Ok(s) = std::str::from_utf8(inner) {
+                return Some(s.to_owned());
+            }
+        }
+    }
     match serde_json::from_slice::<Value>(raw) {
         Ok(Value::String(s)) => Some(s),
         Ok(_) => None,
