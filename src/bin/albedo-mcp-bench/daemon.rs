@@ -9,6 +9,18 @@ use super::*;
 
 impl Bench {
     pub(crate) fn start_daemon(&mut self, name: &str, ext: &Value) -> Option<Daemon> {
+        self.start_daemon_under(name, ext, &[], Duration::from_secs(20))
+    }
+
+    /// The daemon run by `wrapper` (a program and its arguments, before the daemon's own
+    /// command line), given `wait` to be ready.
+    pub(crate) fn start_daemon_under(
+        &mut self,
+        name: &str,
+        ext: &Value,
+        wrapper: &[String],
+        wait: Duration,
+    ) -> Option<Daemon> {
         let home = self
             .scratch
             .0
@@ -24,7 +36,15 @@ impl Bench {
         );
         let ready = home.join("ready");
         let log = std::fs::File::create(home.join("daemon.log")).ok();
-        let child = Command::new(&self.exe)
+        let mut cmd = match wrapper {
+            [program, args @ ..] => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&self.exe);
+                c
+            }
+            [] => Command::new(&self.exe),
+        };
+        let child = cmd
             .arg("__daemon")
             .arg(&ready)
             .env("ALBEDO_HOME", &home)
@@ -42,7 +62,7 @@ impl Bench {
             }
         };
         let proc_ = Proc { child };
-        match procs::wait_file(&ready, Duration::from_secs(20)) {
+        match procs::wait_file(&ready, wait) {
             Some(addr) => Some(Daemon {
                 perf: perf_daemon(
                     &home.file_name().unwrap_or_default().to_string_lossy(),

@@ -11,7 +11,9 @@
 //! `src/python/bench.py`), `session` (warm and cold session open), `large` (10 MiB results),
 //! `scale` (1,000 idle HTTP connections; 200 sessions x 5 stdio servers), `toolsearch`
 //! (deferred tools: the bytes advertised at open with 20 x 50 tools, search latency over
-//! 5,000 tools, ranking quality on `benches/tool-search-queries.json`; tool_search.rs). Each
+//! 5,000 tools, ranking quality on `benches/tool-search-queries.json`; tool_search.rs),
+//! `instructions` (the daemon under callgrind: instructions and allocations per API call;
+//! instructions.rs; not in `--quick`). Each
 //! scenario has its file (roundtrip.rs, real.rs, python.rs, session.rs, large.rs, scale.rs);
 //! daemon.rs starts the daemon and drives its API; summary.rs reads the records into ratios and
 //! targets. This file holds the options, the run and the clients' steps.
@@ -29,6 +31,7 @@ mod client;
 mod daemon;
 mod floor;
 mod httpc;
+mod instructions;
 mod large;
 mod measure;
 mod procs;
@@ -87,7 +90,7 @@ fn main() {
         _ => match Opts::parse(&args[1..]) {
             Ok(o) => Bench::new(o).run(),
             Err(e) => {
-                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,python,session,large,scale,toolsearch] [--no-rmcp] [--no-ts]");
+                eprintln!("{e}\n\nusage: albedo-mcp-bench [--quick] [--json FILE] [--repeat N] [--only roundtrip,real,python,session,large,scale,toolsearch,instructions] [--no-rmcp] [--no-ts]");
                 2
             }
         },
@@ -347,7 +350,7 @@ impl Bench {
             eprintln!("albedo-mcp-bench: {e}");
             return 1;
         }
-        let steps: [(&str, Step); 7] = [
+        let steps: [(&str, Step); 8] = [
             ("roundtrip", |b| {
                 for rep in 0..b.opts.repeat {
                     b.roundtrip(rep);
@@ -363,6 +366,12 @@ impl Bench {
             ("large", Bench::large),
             ("scale", Bench::scale),
             ("toolsearch", Bench::tool_search),
+            ("instructions", |b| {
+                // Not in the quick run: a daemon under valgrind takes a minute.
+                if !b.opts.quick {
+                    b.instructions();
+                }
+            }),
         ];
         for (name, step) in steps {
             if self.wants(name) {
