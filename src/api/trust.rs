@@ -299,7 +299,10 @@ impl Trust {
                 ));
             }
         }
-        if let Some(site) = req.headers().get("sec-fetch-site") {
+        // A static name: one given as text is parsed again on every request.
+        const SEC_FETCH_SITE: header::HeaderName =
+            header::HeaderName::from_static("sec-fetch-site");
+        if let Some(site) = req.headers().get(SEC_FETCH_SITE) {
             let ok = matches!(site.to_str(), Ok("same-origin") | Ok("none"));
             if !ok {
                 return Err(self.refuse_logged(

@@ -6,7 +6,7 @@
 //! Owns: those rules, as pure functions of a result or an error. Must not touch: the pending
 //! requests, transports (the client in `mod.rs` sends what these say).
 
-use super::{Elicitation, CLIENT_NAME, CLIENT_VERSION};
+use super::Elicitation;
 use crate::protocol::era::{self, ProtocolVersion};
 use crate::protocol::json_write::{self, WriteJson};
 use crate::protocol::jsonrpc::ErrorObject;
@@ -134,6 +134,17 @@ const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
+/// The `_meta` text every request carries around the negotiated version, written as it is
+/// rather than escaped again on each request (nothing in it needs escaping; a test compares
+/// it with the escaped keys and values).
+const META_VERSION_KEY: &str = r#""io.modelcontextprotocol/protocolVersion":"#;
+const META_CLIENT_ENTRIES: &str = concat!(
+    r#","io.modelcontextprotocol/clientInfo":{"name":"albedo-mcp","version":"#,
+    "\"",
+    env!("CARGO_PKG_VERSION"),
+    r#""},"io.modelcontextprotocol/clientCapabilities":"#
+);
+
 /// The params of a 2026-07-28 request as they go out: the caller's params (an object; anything
 /// else is replaced by one) with the protocol version, client info and client capabilities
 /// merged into `_meta`, written straight from the borrowed value. With `request_state` or
@@ -180,19 +191,9 @@ impl WriteJson for ModernParams<'_> {
                 json_write::write_entry(out, k, v);
             }
         }
-        json_write::write_str(out, META_PROTOCOL_VERSION);
-        out.push(b':');
+        out.extend_from_slice(META_VERSION_KEY.as_bytes());
         json_write::write_str(out, self.version);
-        out.push(b',');
-        json_write::write_str(out, META_CLIENT_INFO);
-        out.extend_from_slice(br#":{"name":"#);
-        json_write::write_str(out, CLIENT_NAME);
-        out.extend_from_slice(br#","version":"#);
-        json_write::write_str(out, CLIENT_VERSION);
-        out.push(b'}');
-        out.push(b',');
-        json_write::write_str(out, META_CLIENT_CAPABILITIES);
-        out.push(b':');
+        out.extend_from_slice(META_CLIENT_ENTRIES.as_bytes());
         out.extend_from_slice(self.elicitation.capabilities_json());
         out.extend_from_slice(b"}}");
     }
@@ -208,6 +209,24 @@ impl WriteJson for ModernParams<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_meta_text_is_the_keys_and_values_escaped() {
+        let (mut key, mut entries) = (Vec::new(), vec![b',']);
+        json_write::write_str(&mut key, META_PROTOCOL_VERSION);
+        key.push(b':');
+        json_write::write_str(&mut entries, META_CLIENT_INFO);
+        entries.extend_from_slice(br#":{"name":"#);
+        json_write::write_str(&mut entries, CLIENT_NAME);
+        entries.extend_from_slice(br#","version":"#);
+        json_write::write_str(&mut entries, CLIENT_VERSION);
+        entries.extend_from_slice(b"},");
+        json_write::write_str(&mut entries, META_CLIENT_CAPABILITIES);
+        entries.push(b':');
+        assert_eq!(META_VERSION_KEY.as_bytes(), &key[..]);
+        assert_eq!(META_CLIENT_ENTRIES.as_bytes(), &entries[..]);
+    }
+    use crate::client::{CLIENT_NAME, CLIENT_VERSION};
     use crate::protocol::jsonrpc::{self, RequestId};
     use serde_json::json;
 
