@@ -35,6 +35,7 @@ use crate::protocol::result::ResultText;
 use crate::transport::{
     Inbound, InboundSink, OutKind, Outbound, SharedTransport, TransportError, TransportKind,
 };
+use awc::http::header::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -446,17 +447,22 @@ impl McpClient {
         let modern = pv.map(|p| p.era == Era::Modern).unwrap_or(false);
         let mut hdrs = Vec::new();
         if modern && transport.kind() == TransportKind::Http {
-            if let Some(p) = pv {
-                hdrs.push(("MCP-Protocol-Version".to_owned(), p.version.clone()));
+            // A value that is not a header value (none of these can be: a version we know, a
+            // method of ours, an encoded name) is left out.
+            if let Some(v) = pv.and_then(|p| HeaderValue::from_str(&p.version).ok()) {
+                hdrs.push((headers::PROTOCOL_VERSION, v));
             }
-            hdrs.push(("Mcp-Method".to_owned(), method.to_owned()));
+            if let Ok(v) = HeaderValue::from_str(method) {
+                hdrs.push((headers::METHOD, v));
+            }
             let name = match method {
                 "tools/call" | "prompts/get" => params.and_then(|p| p.str_at("name")),
                 "resources/read" => params.and_then(|p| p.str_at("uri")),
                 _ => None,
             };
-            if let Some(n) = name {
-                hdrs.push(("Mcp-Name".to_owned(), headers::encode_value(n)));
+            if let Some(v) = name.and_then(|n| HeaderValue::try_from(headers::encode_value(n)).ok())
+            {
+                hdrs.push((headers::NAME, v));
             }
             // The arguments are read only for the headers a server asked for.
             let args = match param_headers {
@@ -465,9 +471,12 @@ impl McpClient {
             };
             if let Some(args) = args {
                 for h in param_headers {
-                    if let Some(v) = headers::extract(&args, &h.path).and_then(headers::param_value)
-                    {
-                        hdrs.push((format!("Mcp-Param-{}", h.name), v));
+                    let value = headers::extract(&args, &h.path).and_then(headers::param_value);
+                    let name = HeaderName::try_from(format!("mcp-param-{}", h.name));
+                    if let (Some(v), Ok(n)) = (value, name) {
+                        if let Ok(v) = HeaderValue::try_from(v) {
+                            hdrs.push((n, v));
+                        }
                     }
                 }
             }
@@ -790,6 +799,13 @@ mod tests {
     /// Requests sent: id, extra headers, body.
     type Sent = Vec<(RequestId, Vec<(String, String)>, Value)>;
 
+    /// Headers as text (names lower-case, as they go out).
+    fn texts(h: &[(HeaderName, HeaderValue)]) -> Vec<(String, String)> {
+        h.iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect()
+    }
+
     /// A transport that keeps what is sent; the test answers through the client's sink.
     #[derive(Default)]
     struct Recorder {
@@ -806,7 +822,10 @@ mod tests {
             match msg.kind {
                 OutKind::Request { id, .. } => {
                     let body: Value = serde_json::from_slice(&msg.body).unwrap();
-                    self.sent.lock().unwrap().push((id, msg.headers, body));
+                    self.sent
+                        .lock()
+                        .unwrap()
+                        .push((id, texts(&msg.headers), body));
                 }
                 OutKind::Response => {
                     let body: Value = serde_json::from_slice(&msg.body).unwrap();
@@ -880,7 +899,7 @@ mod tests {
         assert_eq!(sent.len(), 2);
         assert_ne!(sent[0].0, sent[1].0, "the retry has a new id");
         for (_, hdrs, body) in &sent {
-            assert!(hdrs.contains(&("MCP-Protocol-Version".into(), "2026-07-28".into())));
+            assert!(hdrs.contains(&("mcp-protocol-version".into(), "2026-07-28".into())));
             assert_eq!(
                 body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
                 "2026-07-28"
@@ -931,7 +950,7 @@ mod tests {
                 if sent.len() >= self.refuse_from.load(Ordering::Relaxed) {
                     return Err(TransportError::Closed("refused".into()));
                 }
-                sent.push((id.clone(), msg.headers, body.clone()));
+                sent.push((id.clone(), texts(&msg.headers), body.clone()));
                 sent.len() - 1
             };
             if let (Some(result), Some(sink)) = ((self.script)(n, &body), self.sink.get()) {
@@ -1023,7 +1042,7 @@ mod tests {
                 p["_meta"]["io.modelcontextprotocol/protocolVersion"],
                 "2026-07-28"
             );
-            assert!(hdrs.contains(&("Mcp-Name".into(), "t".into())));
+            assert!(hdrs.contains(&("mcp-name".into(), "t".into())));
             if i > 0 {
                 assert_eq!(p["requestState"], STATES[i - 1], "round {i}");
             }

@@ -1,8 +1,15 @@
 //! Header encodings of the 2026-07-28 Streamable HTTP transport: `Mcp-Name` and
 //! `Mcp-Param-<Name>` values, and the `x-mcp-header` tool-parameter annotation rules.
 
+use awc::http::header::HeaderName;
 use base64::Engine;
 use serde_json::Value;
+
+/// The 2026-07-28 request headers, as header names made once (HTTP/1 sends names in lower
+/// case either way).
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
+pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 const B64_PREFIX: &str = "=?base64?";
 const B64_SUFFIX: &str = "?=";

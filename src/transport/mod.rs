@@ -20,6 +20,7 @@ pub mod text;
 pub mod tls;
 
 use crate::protocol::{ErrorObject, Message, ProtocolVersion, RequestId};
+use awc::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -39,8 +40,9 @@ pub struct Outbound {
     pub kind: OutKind,
     /// The JSON text, without a trailing newline.
     pub body: Bytes,
-    /// Extra HTTP headers for this message (modern era: `Mcp-Method`, `Mcp-Name`, ...).
-    pub headers: Vec<(String, String)>,
+    /// Extra HTTP headers for this message (modern era: `Mcp-Method`, `Mcp-Name`, ...), made
+    /// once here: the POST (and its DPoP retry) shares them instead of parsing text again.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
     /// For notifications over HTTP: told when the server accepted it (202).
     pub ack: Option<oneshot::Sender<Result<(), TransportError>>>,
 }

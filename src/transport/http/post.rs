@@ -36,7 +36,7 @@ pub(super) async fn post(ctx: &Rc<Ctx>, out: Outbound) {
             .insert_header((CONTENT_TYPE, "application/json"))
             .insert_header((ACCEPT, ACCEPT_POST));
         for (n, v) in &headers {
-            req = req.insert_header((n.as_str(), v.as_str()));
+            req = req.insert_header((n.clone(), v.clone()));
         }
         if !matches!(kind, OutKind::Request { .. }) {
             req = req.timeout(ctx.opts.head_timeout);

@@ -309,7 +309,16 @@ fn request_with(t: &HttpTransport, id: i64, method: &str, headers: Vec<(String, 
             method: method.into(),
         },
         body: request_bytes(&rid, method, Some(&json!({}))),
-        headers,
+        headers: headers
+            .into_iter()
+            .map(|(n, v)| {
+                let n = awc::http::header::HeaderName::try_from(n).expect("a header name");
+                (
+                    n,
+                    awc::http::header::HeaderValue::try_from(v).expect("a value"),
+                )
+            })
+            .collect(),
         ack: None,
     })
     .unwrap();
