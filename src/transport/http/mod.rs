@@ -565,16 +565,23 @@ impl Drop for HttpTransport {
     }
 }
 
-fn content_type(resp: &awc::ClientResponse) -> String {
+/// The media type of a response, before any parameter, as sent ("" when absent).
+fn media_type(resp: &awc::ClientResponse) -> &str {
     resp.headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|s| {
-            s.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
+        .and_then(|s| s.split(';').next())
+        .map(str::trim)
         .unwrap_or_default()
+}
+
+/// The media type in lower case, for messages.
+fn content_type(resp: &awc::ClientResponse) -> String {
+    media_type(resp).to_ascii_lowercase()
+}
+
+/// Whether a response is an event stream (media types are case-insensitive), without
+/// copying the header on every POST.
+fn is_event_stream(resp: &awc::ClientResponse) -> bool {
+    media_type(resp).eq_ignore_ascii_case(EVENT_STREAM)
 }

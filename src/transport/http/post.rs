@@ -8,12 +8,12 @@
 use super::driver::Ctx;
 use super::resume::read_request_stream;
 use super::session::{capture_session, read_refusal, send_error};
-use super::{content_type, EVENT_STREAM};
+use super::{content_type, is_event_stream};
 use crate::protocol::check::{Checked, JsonCheck};
 use crate::protocol::jsonrpc::{self, Message, RequestId, MAX_MESSAGE_BYTES};
 use crate::transport::{spare, Inbound, OutKind, Outbound, TransportError};
 use awc::error::{PayloadError, SendRequestError};
-use awc::http::header::{ACCEPT, CONTENT_TYPE};
+use awc::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use awc::http::{Method, StatusCode};
 use futures_util::StreamExt;
 use std::rc::Rc;
@@ -33,8 +33,8 @@ pub(super) async fn post(ctx: &Rc<Ctx>, out: Outbound) {
     let send = || {
         let mut req = ctx
             .request(Method::POST, session.as_deref())
-            .insert_header((CONTENT_TYPE, "application/json"))
-            .insert_header((ACCEPT, ACCEPT_POST));
+            .insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")))
+            .insert_header((ACCEPT, HeaderValue::from_static(ACCEPT_POST)));
         for (n, v) in &headers {
             req = req.insert_header((n.clone(), v.clone()));
         }
@@ -135,7 +135,7 @@ async fn request_outcome(
             status.as_u16()
         )));
     }
-    if content_type(&resp) == EVENT_STREAM {
+    if is_event_stream(&resp) {
         read_request_stream(ctx, id, resp).await
     } else {
         read_json_reply(ctx, id, resp).await
@@ -175,7 +175,6 @@ async fn read_json_reply(
     id: &RequestId,
     mut resp: awc::ClientResponse,
 ) -> Result<(), TransportError> {
-    let ct = content_type(&resp);
     let (body, checked) = match read_body(&mut resp).await {
         Ok(b) => b,
         Err(PayloadError::Overflow) => {
@@ -198,6 +197,7 @@ async fn read_json_reply(
     }
     let msgs = jsonrpc::parse_batch_checked(&body, checked.as_ref()).map_err(|e| {
         ctx.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+        let ct = content_type(&resp);
         let what = if ct.is_empty() {
             "no content type".to_owned()
         } else {

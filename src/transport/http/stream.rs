@@ -8,7 +8,7 @@
 use super::driver::Ctx;
 use super::inbound::{deliver_data, SeenKey};
 use super::session::{read_refusal, send_error, Refusal};
-use super::{content_type, EVENT_STREAM, LAST_EVENT_ID_HEADER};
+use super::{content_type, is_event_stream, EVENT_STREAM, LAST_EVENT_ID_HEADER};
 use crate::protocol::jsonrpc::{RequestId, MAX_MESSAGE_BYTES};
 use crate::transport::sse::{SseItem, SseParser, MAX_EVENT_ID_BYTES};
 use crate::transport::TransportError;
@@ -172,7 +172,7 @@ pub(super) async fn open_get(ctx: &Ctx, last_event_id: Option<&str>) -> GetOpen 
     match ctx.send_dpop(send).await {
         Err(e) => GetOpen::Failed(send_error(&e)),
         Ok(resp) if resp.status().is_success() => {
-            if content_type(&resp) == EVENT_STREAM {
+            if is_event_stream(&resp) {
                 GetOpen::Stream(resp)
             } else {
                 GetOpen::Refused(Refusal {
