@@ -342,12 +342,17 @@ pub(super) fn ok_answer(result: ResultText) -> HttpResponse {
         if empty {
             return bytes_answer(vec![web::Bytes::from_static(br#"{"outcome":"ok"}"#)]);
         }
-        // `{` + the result's text after its own `{`.
+        // `{` + the result's text after its own `{`: a small answer written into one buffer,
+        // a large one sent as the two parts, the text shared, not copied.
+        const HEAD: &[u8] = br#"{"outcome":"ok","#;
         let text = result.into_bytes();
-        return bytes_answer(vec![
-            web::Bytes::from_static(br#"{"outcome":"ok","#),
-            text.slice(1..),
-        ]);
+        if HEAD.len() + text.len() - 1 <= SLICE {
+            let mut body = Vec::with_capacity(HEAD.len() + text.len() - 1);
+            body.extend_from_slice(HEAD);
+            body.extend_from_slice(&text[1..]);
+            return json_response().body(body);
+        }
+        return bytes_answer(vec![web::Bytes::from_static(HEAD), text.slice(1..)]);
     }
     match result.to_value() {
         Ok(Value::Object(mut m)) => {
@@ -362,18 +367,14 @@ pub(super) fn ok_answer(result: ResultText) -> HttpResponse {
 
 /// A JSON answer made of `parts` (shared, not copied); one over [`SLICE`] goes out a slice
 /// at a time.
-pub(super) fn bytes_answer(parts: Vec<web::Bytes>) -> HttpResponse {
-    let mut r = HttpResponse::Ok();
-    // A static value: `ContentType::json()` copies the type's text into a new value on
-    // every answer.
-    r.insert_header((
-        actix_web::http::header::CONTENT_TYPE,
-        actix_web::http::header::HeaderValue::from_static("application/json"),
-    ));
+pub(super) fn bytes_answer(mut parts: Vec<web::Bytes>) -> HttpResponse {
+    let mut r = json_response();
     let len: usize = parts.iter().map(|p| p.len()).sum();
     if len <= SLICE {
-        if let [one] = parts.as_slice() {
-            return r.body(one.clone());
+        if parts.len() == 1 {
+            if let Some(one) = parts.pop() {
+                return r.body(one);
+            }
         }
         let mut body = Vec::with_capacity(len);
         for p in &parts {
@@ -387,6 +388,17 @@ pub(super) fn bytes_answer(parts: Vec<web::Bytes>) -> HttpResponse {
             .map(move |i| Ok::<_, actix_web::Error>(p.slice(i..(i + SLICE).min(p.len()))))
     }));
     r.body(actix_web::body::SizedStream::new(len as u64, slices))
+}
+
+/// A 200 answer's builder with the JSON content type, a static value: `ContentType::json()`
+/// copies the type's text into a new value on every answer.
+fn json_response() -> actix_web::HttpResponseBuilder {
+    let mut r = HttpResponse::Ok();
+    r.insert_header((
+        actix_web::http::header::CONTENT_TYPE,
+        actix_web::http::header::HeaderValue::from_static("application/json"),
+    ));
+    r
 }
 
 /// Above this size a JSON answer is written in slices of this size.

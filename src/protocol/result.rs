@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -22,8 +23,9 @@ use std::sync::OnceLock;
 pub struct ResultHead {
     /// The result is a JSON object.
     pub object: bool,
-    /// Its `resultType`, when that is a string (2026-07-28; absent means `complete`).
-    pub result_type: Option<String>,
+    /// Its `resultType`, when that is a string (2026-07-28; absent means `complete`). The
+    /// two values the spec names are not copied.
+    pub result_type: Option<Cow<'static, str>>,
     /// It has a top-level `outcome` key (the API adds its own `outcome` beside the result's
     /// keys, so such a result is written the slow way, with albedo's `outcome` replacing it).
     pub outcome_key: bool,
@@ -202,21 +204,26 @@ fn scan_head(t: &[u8]) -> Option<ResultHead> {
 }
 
 /// A `resultType`'s value read: a string, or `None`.
-fn result_type_of(raw: &[u8]) -> Option<String> {
+fn result_type_of(raw: &[u8]) -> Option<Cow<'static, str>> {
     // The usual case, a string with no escape (`"complete"`), without a parse. The text is
     // JSON already, so a string here holds no control character and is UTF-8.
     if let [b'"', inner @ .., b'"'] = raw {
+        match inner {
+            b"complete" => return Some(Cow::Borrowed("complete")),
+            b"input_required" => return Some(Cow::Borrowed("input_required")),
+            _ => {}
+        }
         if !inner.contains(&b'\\') {
             if let Ok(s) = std::str::from_utf8(inner) {
-                return Some(s.to_owned());
+                return Some(Cow::Owned(s.to_owned()));
             }
         }
     }
     match serde_json::from_slice::<Value>(raw) {
-        Ok(Value::String(s)) => Some(s),
+        Ok(Value::String(s)) => Some(Cow::Owned(s)),
         Ok(_) => None,
         // A string serde cannot decode (a lone surrogate escape): not `complete`.
-        Err(_) => Some(String::from_utf8_lossy(raw).into_owned()),
+        Err(_) => Some(Cow::Owned(String::from_utf8_lossy(raw).into_owned())),
     }
 }
 
@@ -317,7 +324,7 @@ mod tests {
                 match key.as_ref() {
                     "resultType" => {
                         head.result_type = match map.next_value::<Value>()? {
-                            Value::String(s) => Some(s),
+                            Value::String(s) => Some(Cow::Owned(s)),
                             _ => None,
                         }
                     }
