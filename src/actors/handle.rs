@@ -120,15 +120,20 @@ impl ConnHandle {
         self.0.shared.is_closed()
     }
 
+    /// Why no message can reach the connection for good (closed, or failed), if so.
+    fn gone(&self) -> Option<Unreachable> {
+        if self.0.shared.is_closed() {
+            return Some(Unreachable::Closed);
+        }
+        self.0.shared.failed().map(Unreachable::Failed)
+    }
+
     /// The live address, waiting (briefly) for a restart in progress.
     pub async fn addr(&self) -> Result<Addr<Connection>, Unreachable> {
         let deadline = tokio::time::Instant::now() + self.0.restart_wait;
         loop {
-            if self.0.shared.is_closed() {
-                return Err(Unreachable::Closed);
-            }
-            if let Some(f) = self.0.shared.failed() {
-                return Err(Unreachable::Failed(f));
+            if let Some(e) = self.gone() {
+                return Err(e);
             }
             let notified = self.0.changed.notified();
             if let Some(a) = self.0.current().filter(|a| a.connected()) {
@@ -144,12 +149,11 @@ impl ConnHandle {
     /// received and then lost (the actor panicked) is `unknown`.
     pub async fn call(&self, target: CallTarget) -> Result<crate::protocol::ResultText, CallError> {
         let server = || self.name().to_owned();
-        // The checks `addr()` makes first, then the live address as it is, or the wait for a
+        // Sent at once to a live address; otherwise `addr()` says why not, or waits for a
         // restart in progress.
-        let live = if self.0.shared.is_closed() || self.0.shared.failed().is_some() {
-            Err(Call(target))
-        } else {
-            self.0.send_if_live(Call(target))
+        let live = match self.gone() {
+            Some(_) => Err(Call(target)),
+            None => self.0.send_if_live(Call(target)),
         };
         let request = match live {
             Ok(request) => request,

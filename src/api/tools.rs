@@ -340,19 +340,14 @@ pub(super) fn ok_answer(result: ResultText) -> HttpResponse {
             .find(|b| !b.is_ascii_whitespace())
             == Some(&b'}');
         if empty {
-            return bytes_answer(vec![web::Bytes::from_static(br#"{"outcome":"ok"}"#)]);
+            return bytes_answer([web::Bytes::from_static(br#"{"outcome":"ok"}"#)]);
         }
-        // `{` + the result's text after its own `{`: a small answer written into one buffer,
-        // a large one sent as the two parts, the text shared, not copied.
-        const HEAD: &[u8] = br#"{"outcome":"ok","#;
+        // `{` + the result's text after its own `{`.
         let text = result.into_bytes();
-        if HEAD.len() + text.len() - 1 <= SLICE {
-            let mut body = Vec::with_capacity(HEAD.len() + text.len() - 1);
-            body.extend_from_slice(HEAD);
-            body.extend_from_slice(&text[1..]);
-            return json_response().body(body);
-        }
-        return bytes_answer(vec![web::Bytes::from_static(HEAD), text.slice(1..)]);
+        return bytes_answer([
+            web::Bytes::from_static(br#"{"outcome":"ok","#),
+            text.slice(1..),
+        ]);
     }
     match result.to_value() {
         Ok(Value::Object(mut m)) => {
@@ -365,20 +360,29 @@ pub(super) fn ok_answer(result: ResultText) -> HttpResponse {
     }
 }
 
-/// A JSON answer made of `parts` (shared, not copied); one over [`SLICE`] goes out a slice
-/// at a time.
-pub(super) fn bytes_answer(mut parts: Vec<web::Bytes>) -> HttpResponse {
-    let mut r = json_response();
+/// A JSON answer made of `parts` (shared, not copied; the list of parts on the stack); one
+/// over [`SLICE`] goes out a slice at a time.
+pub(super) fn bytes_answer<const N: usize>(parts: [web::Bytes; N]) -> HttpResponse {
+    let mut r = HttpResponse::Ok();
+    // A static value: `ContentType::json()` copies the type's text into a new value on
+    // every answer.
+    r.insert_header((
+        actix_web::http::header::CONTENT_TYPE,
+        actix_web::http::header::HeaderValue::from_static("application/json"),
+    ));
     let len: usize = parts.iter().map(|p| p.len()).sum();
     if len <= SLICE {
-        if parts.len() == 1 {
-            if let Some(one) = parts.pop() {
+        // One part goes as it is (a clone of a `Bytes` made from a `Vec` allocates); more
+        // are written into one buffer.
+        let mut parts = parts.into_iter();
+        if N == 1 {
+            if let Some(one) = parts.next() {
                 return r.body(one);
             }
         }
         let mut body = Vec::with_capacity(len);
-        for p in &parts {
-            body.extend_from_slice(p);
+        for p in parts {
+            body.extend_from_slice(&p);
         }
         return r.body(body);
     }
@@ -388,17 +392,6 @@ pub(super) fn bytes_answer(mut parts: Vec<web::Bytes>) -> HttpResponse {
             .map(move |i| Ok::<_, actix_web::Error>(p.slice(i..(i + SLICE).min(p.len()))))
     }));
     r.body(actix_web::body::SizedStream::new(len as u64, slices))
-}
-
-/// A 200 answer's builder with the JSON content type, a static value: `ContentType::json()`
-/// copies the type's text into a new value on every answer.
-fn json_response() -> actix_web::HttpResponseBuilder {
-    let mut r = HttpResponse::Ok();
-    r.insert_header((
-        actix_web::http::header::CONTENT_TYPE,
-        actix_web::http::header::HeaderValue::from_static("application/json"),
-    ));
-    r
 }
 
 /// Above this size a JSON answer is written in slices of this size.
@@ -412,7 +405,7 @@ const SLICE: usize = 64 * 1024;
 pub(super) fn large_json(v: Value) -> HttpResponse {
     let body = web::Bytes::from(crate::protocol::json_write::to_vec(&v));
     drop(v);
-    bytes_answer(vec![body])
+    bytes_answer([body])
 }
 
 pub(super) fn call_error(e: CallError) -> ApiError {
