@@ -93,6 +93,14 @@ impl Bench {
                     return;
                 }
             };
+            if let Some(dir) = std::env::var_os("BENCH_CALLGRIND_DIR") {
+                // Kept for `callgrind_annotate` or a reader of its own: the dump's folder is
+                // the run's scratch, removed at the end.
+                let to = PathBuf::from(dir).join(format!("callgrind.{transport}-c{c}.out"));
+                if let Err(e) = std::fs::copy(&dump, &to) {
+                    self.note(format!("callgrind dump not kept at {}: {e}", to.display()));
+                }
+            }
             let n = lat.len().max(1) as f64;
             let total: u64 = counts.own.values().sum();
             let apart: u64 = counts
