@@ -519,6 +519,22 @@ impl Bench {
 
     /// Run one client on a job; `None` (with a note) when it cannot run.
     fn run_client(&mut self, who: &str, job: &Value) -> Option<Value> {
+        let (cmd, j) = self.client_command(who, job)?;
+        let levels = j["levels"].as_array().map(Vec::len).unwrap_or(1) as u64;
+        let per = j["duration_ms"].as_u64().unwrap_or(1000) + j["warmup_ms"].as_u64().unwrap_or(0);
+        let limit = Duration::from_millis(60_000 + levels * per * 3);
+        match procs::run_json(cmd, limit) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.fail(format!("{who} failed on {}: {e}", describe(job)));
+                None
+            }
+        }
+    }
+
+    /// The command that runs client `who` on `job`, and the job as that client is given it;
+    /// `None` for a client this run left out.
+    fn client_command(&self, who: &str, job: &Value) -> Option<(Command, Value)> {
         let mut j = job.clone();
         let cmd = match who {
             ALBEDO | FLOOR => {
@@ -548,16 +564,7 @@ impl Bench {
             }
             _ => return None,
         };
-        let levels = j["levels"].as_array().map(Vec::len).unwrap_or(1) as u64;
-        let per = j["duration_ms"].as_u64().unwrap_or(1000) + j["warmup_ms"].as_u64().unwrap_or(0);
-        let limit = Duration::from_millis(60_000 + levels * per * 3);
-        match procs::run_json(cmd, limit) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.fail(format!("{who} failed on {}: {e}", describe(job)));
-                None
-            }
-        }
+        Some((cmd, j))
     }
 
     /// Turn a client's output into records.
