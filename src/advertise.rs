@@ -92,7 +92,7 @@ impl AdvertisedTool {
 pub struct ToolTable {
     pub generation: u64,
     pub tools: Vec<Arc<AdvertisedTool>>,
-    pub by_name: HashMap<String, Arc<AdvertisedTool>>,
+    pub by_name: crate::fastmap::FastMap<String, Arc<AdvertisedTool>>,
 }
 
 impl ToolTable {

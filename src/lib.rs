@@ -12,6 +12,7 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod editor;
+pub mod fastmap;
 pub mod oauth;
 pub mod protocol;
 pub mod store;

@@ -37,7 +37,7 @@ pub struct Snapshot {
     pub lazy: HashSet<String>,
     /// The tools called in this session (the same set in every snapshot of the session).
     pub used: UsedTools,
-    pub conns: HashMap<String, ConnHandle>,
+    pub conns: crate::fastmap::FastMap<String, ConnHandle>,
     /// Servers of the set with no connection (left out, unavailable, needing a sign-in):
     /// their state and the warning that says why.
     pub left_out: HashMap<String, (ServerState, Option<String>)>,
@@ -47,7 +47,7 @@ pub struct Snapshot {
 /// policy decides later. The API notes a call; the Composition reads the set when it
 /// publishes.
 #[derive(Clone, Default)]
-pub struct UsedTools(Arc<RwLock<HashSet<String>>>);
+pub struct UsedTools(Arc<RwLock<crate::fastmap::FastSet<String>>>);
 
 impl UsedTools {
     /// Note that `name` was called (a read lock when it was already noted).
@@ -240,7 +240,7 @@ impl Composition {
         self.generation += 1;
         let mut warnings = Vec::new();
         let mut all: Vec<(Arc<AdvertisedTool>, DeferTools)> = Vec::new();
-        let mut conns = HashMap::new();
+        let mut conns = crate::fastmap::FastMap::default();
         let mut left_out = HashMap::new();
         let editor_on = self.editor_enabled();
         // Servers that may be lazy: a saved catalogue (or lazy before, on the same

@@ -77,7 +77,7 @@ impl Default for SessionLimits {
 pub struct AppState {
     pub home: PathBuf,
     pub runtime: Addr<Runtime>,
-    pub sessions: RwLock<HashMap<String, Arc<SessionHandle>>>,
+    pub sessions: RwLock<crate::fastmap::FastMap<String, Arc<SessionHandle>>>,
     /// The digest of `extensions.json` as the daemon last read or wrote it: a PATCH over a
     /// hand edit made since is refused (`changed_on_disk`).
     pub known_extensions: Mutex<settings::FileDigest>,
@@ -106,7 +106,7 @@ impl AppState {
             settings_events: broadcast::channel(256).0,
             home,
             runtime,
-            sessions: RwLock::new(HashMap::new()),
+            sessions: RwLock::new(Default::default()),
             next_session: AtomicU64::new(1),
             limits,
             started: tokio::time::Instant::now(),

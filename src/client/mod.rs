@@ -37,7 +37,6 @@ use crate::transport::{
 };
 use awc::http::header::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -89,7 +88,7 @@ pub struct ClientStats {
     pub server_requests: AtomicU64,
 }
 
-type Pending = HashMap<RequestId, oneshot::Sender<Result<ResultText, RpcError>>>;
+type Pending = crate::fastmap::FastMap<RequestId, oneshot::Sender<Result<ResultText, RpcError>>>;
 
 struct Inner {
     transport: OnceLock<SharedTransport>,
@@ -150,7 +149,7 @@ impl McpClient {
         let inner = Arc::new(Inner {
             transport: OnceLock::new(),
             next_id: AtomicI64::new(1),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Pending::default()),
             closed: Mutex::new(None),
             is_closed: AtomicBool::new(false),
             era: OnceLock::new(),

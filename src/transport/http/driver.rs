@@ -20,7 +20,6 @@ use crate::transport::{Inbound, InboundSink, OutKind, TransportError};
 use awc::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use awc::http::{Method, StatusCode, Uri};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -38,7 +37,7 @@ pub(super) struct Ctx {
     pub(super) shared: Arc<Shared>,
     pub(super) protocol: RefCell<Option<ProtocolVersion>>,
     /// Request workers by request id, with a token so a worker removes only itself.
-    pub(super) workers: RefCell<HashMap<RequestId, (u64, JoinHandle<()>)>>,
+    pub(super) workers: RefCell<crate::fastmap::FastMap<RequestId, (u64, JoinHandle<()>)>>,
     pub(super) next_token: Cell<u64>,
     pub(super) listener: RefCell<Option<JoinHandle<()>>>,
     pub(super) seen: RefCell<Seen>,

@@ -17,7 +17,7 @@ use crate::transport::gate::{Admit, RequestLimiter};
 use crate::transport::Inbound;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 /// How many seen ids (events, server requests, responses) are kept per session.
@@ -67,7 +67,7 @@ impl SeenKey {
 /// Ids already handled in this session, bounded (oldest forgotten first).
 #[derive(Default)]
 pub(super) struct Seen {
-    pub(super) set: HashSet<SeenKey>,
+    pub(super) set: crate::fastmap::FastSet<SeenKey>,
     pub(super) order: VecDeque<SeenKey>,
 }
 

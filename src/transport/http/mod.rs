@@ -72,7 +72,6 @@ use driver::{drive, Ctx};
 use inbound::Seen;
 use replies::Replies;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -399,7 +398,7 @@ impl HttpTransport {
             opts,
             shared: shared.clone(),
             protocol: RefCell::new(None),
-            workers: RefCell::new(HashMap::new()),
+            workers: RefCell::new(Default::default()),
             next_token: Cell::new(0),
             listener: RefCell::new(None),
             seen: RefCell::new(Seen::default()),
