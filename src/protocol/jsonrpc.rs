@@ -172,6 +172,18 @@ impl Message {
         if bytes.len() > MAX_MESSAGE_BYTES {
             return Err(ParseError::TooLarge(bytes.len()));
         }
+        // The usual answer's frame, matched as bytes (see `answer.rs`).
+        if let Some(m) = super::answer::usual_response(bytes, shared) {
+            return Ok(m);
+        }
+        Self::parse_general(bytes, shared)
+    }
+
+    /// Any message, by serde: the path every error comes from.
+    pub(super) fn parse_general(
+        bytes: &[u8],
+        shared: Option<&Bytes>,
+    ) -> Result<Message, ParseError> {
         let raw: Raw = serde_json::from_slice(bytes).map_err(|e| {
             if e.is_data() {
                 ParseError::NotJsonRpc("not an object of the JSON-RPC shape")

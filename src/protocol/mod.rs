@@ -4,6 +4,7 @@
 //! Owns: pure data and pure functions. Must not touch: I/O, processes, actors, storage; it
 //! imports nothing else from this crate.
 
+mod answer;
 pub mod backoff;
 pub mod check;
 pub mod era;
