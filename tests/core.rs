@@ -484,8 +484,19 @@ fn a_first_call_waits_at_most_startup_plus_call_timeout_then_reports_unavailable
     // Bounded by startupTimeoutMs + callTimeoutMs (1.2 s); the bound here is only there to
     // catch a hang, with room for a loaded CI machine.
     assert!(took < Duration::from_secs(10), "the call waited {took:?}");
-    // Its tools stay advertised, and the context says calls report it and dial again.
-    let (_, view) = d.get(&format!("/sessions/{id}"));
+    // Its tools stay advertised, and the context says calls report it and dial again. The
+    // call may have stopped waiting (its own startup window) a moment before the dial it
+    // waited for gave up (the session's check, whose window started when its process had
+    // been spawned): "connecting" until then.
+    let path = format!("/sessions/{id}");
+    let mut view = json!(null);
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            view = d.get(&path).1;
+            view["servers"][0]["state"] == "unavailable"
+        }),
+        "{view}"
+    );
     assert!(d.tool_names(&id).contains(&"mcp__h__echo".to_owned()));
     let ctx = view["context"].to_string();
     assert!(ctx.contains("dials it again"), "{view}");
