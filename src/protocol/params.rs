@@ -91,6 +91,11 @@ impl<'a> Params<'a> {
 /// would have refused (a server that cannot read a request leaves its call to time out).
 pub fn tree_refusal(text: &str, limit: usize) -> Option<String> {
     let b = text.as_bytes();
+    // Each level takes a byte, and a surrogate needs an escape: a short text with no
+    // backslash has neither to refuse (the usual arguments, read without a walk).
+    if b.len() <= limit && memchr::memchr(b'\\', b).is_none() {
+        return None;
+    }
     let hex = |at: usize| -> Option<u16> {
         let digits = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
         u16::from_str_radix(digits, 16).ok()
