@@ -31,9 +31,11 @@ pub enum Req {
         what: PatchFor,
         body: Value,
     },
-    LoginStart(String),
-    LoginPoll(String),
-    LoginPaste(String, String),
+    /// A sign-in's requests carry the number of the dialog they are for ([`Login::seq`]): an
+    /// answer for an earlier dialog (a poll still in flight when it closed) is dropped.
+    LoginStart(String, u64),
+    LoginPoll(String, u64),
+    LoginPaste(String, String, u64),
     LoginCancel(String),
     /// `GET /extensions`.
     Extensions,
@@ -89,6 +91,8 @@ pub enum Key {
 
 #[derive(Debug, Clone, Default)]
 pub struct Login {
+    /// This dialog's number, one more than the one before it.
+    pub seq: u64,
     pub name: String,
     pub url: Option<String>,
     pub redirect_uri: Option<String>,
@@ -142,6 +146,8 @@ pub struct App {
     pub last_refresh: Option<Instant>,
     /// A change the list's actions asked for is in flight.
     pub busy: Option<String>,
+    /// Sign-in dialogs opened so far (each [`Login`]'s `seq`).
+    pub logins: u64,
     /// `--session ID`: the session the extensions view can change alone.
     pub session: Option<String>,
     /// `session` was picked from the live sessions (`s` moves to the next one).
@@ -171,6 +177,7 @@ impl App {
             refreshing: false,
             last_refresh: None,
             busy: None,
+            logins: 0,
             session: None,
             picked: false,
             extensions: None,
@@ -221,7 +228,7 @@ impl App {
             if let Some(t) = l.next_poll {
                 if now >= t {
                     l.next_poll = None;
-                    out.push(Req::LoginPoll(l.name.clone()));
+                    out.push(Req::LoginPoll(l.name.clone(), l.seq));
                 }
             }
         }
@@ -458,13 +465,16 @@ impl App {
     }
 
     fn start_login(&mut self, name: String, back: Option<Box<Form>>) -> Vec<Req> {
+        self.logins = self.logins.wrapping_add(1);
+        let seq = self.logins;
         self.mode = Mode::Login(Box::new(Login {
+            seq,
             name: name.clone(),
             state: "starting".into(),
             back_to_form: back,
             ..Login::default()
         }));
-        vec![Req::LoginStart(name)]
+        vec![Req::LoginStart(name, seq)]
     }
 
     fn form_key(&mut self, k: Key) -> Vec<Req> {
@@ -616,7 +626,7 @@ impl App {
             Key::Enter if !l.done && !l.paste.trim().is_empty() => {
                 let url = l.paste.trim().to_owned();
                 l.message = Some("sending the callback URL...".into());
-                vec![Req::LoginPaste(l.name.clone(), url)]
+                vec![Req::LoginPaste(l.name.clone(), url, l.seq)]
             }
             Key::Backspace => {
                 l.paste.pop();
@@ -700,11 +710,16 @@ impl App {
                     }
                 }
             }
-            Req::LoginStart(_) | Req::LoginPoll(_) | Req::LoginPaste(..) => {
+            Req::LoginStart(_, seq) | Req::LoginPoll(_, seq) | Req::LoginPaste(_, _, seq) => {
                 let pasted = matches!(a.req, Req::LoginPaste(..));
+                // Only the open dialog's own answers: a poll of a sign-in that ended (it said
+                // `signed_in` and the list came back) may answer after the next one opened.
                 let Mode::Login(l) = &mut self.mode else {
                     return vec![];
                 };
+                if l.seq != seq {
+                    return vec![];
+                }
                 match a.result {
                     Ok(v) => {
                         if let Some(u) = v["authorization_url"].as_str() {
@@ -938,6 +953,58 @@ mod tests {
                              "secrets": {"a": {"bearer_token": "tok"}}})
             }]
         );
+    }
+
+    /// A poll of a sign-in that ended can answer after the next sign-in opened: it does not
+    /// close the new dialog (it did once in CI: the list came back, `signed in to fm`, and
+    /// the new sign-in's address never showed).
+    #[test]
+    fn a_stale_sign_in_answer_leaves_the_next_dialog_open() {
+        let mut app = App::new("x".into());
+        app.settings = Some(json!({"servers": {"fm": {"type": "http", "url": "http://h/mcp"}}}));
+        let answer = |req: Req, v: Value| Answer { req, result: Ok(v) };
+        let now = Instant::now();
+        let first = app.key(Key::Ctrl('l'));
+        assert_eq!(first, vec![Req::LoginStart("fm".into(), 1)]);
+        app.answer(
+            answer(
+                Req::LoginStart("fm".into(), 1),
+                json!({"state": "pending", "authorization_url": "https://as/1"}),
+            ),
+            now,
+        );
+        // The first sign-in ends by its pasted callback; a poll of it is still in flight.
+        app.key(Key::Char('u'));
+        let paste = app.key(Key::Enter);
+        assert_eq!(paste, vec![Req::LoginPaste("fm".into(), "u".into(), 1)]);
+        app.answer(answer(paste[0].clone(), json!({"state": "signed_in"})), now);
+        assert!(matches!(app.mode, Mode::List));
+        // The next sign-in opens; the first one's poll answers now.
+        let second = app.key(Key::Ctrl('l'));
+        assert_eq!(second, vec![Req::LoginStart("fm".into(), 2)]);
+        let stale = app.answer(
+            answer(
+                Req::LoginPoll("fm".into(), 1),
+                json!({"state": "signed_in"}),
+            ),
+            now,
+        );
+        assert!(stale.is_empty());
+        let Mode::Login(l) = &app.mode else {
+            panic!("the dialog closed: {:?}", app.mode);
+        };
+        assert_eq!((l.seq, l.state.as_str()), (2, "starting"));
+        app.answer(
+            answer(
+                Req::LoginStart("fm".into(), 2),
+                json!({"state": "pending", "authorization_url": "https://as/2"}),
+            ),
+            now,
+        );
+        let Mode::Login(l) = &app.mode else {
+            panic!("the dialog closed: {:?}", app.mode);
+        };
+        assert_eq!(l.url.as_deref(), Some("https://as/2"));
     }
 
     #[test]

@@ -115,9 +115,9 @@ fn spawn_req(c: Rc<DaemonClient>, req: Req, tx: mpsc::UnboundedSender<Answer>) {
                 .await
             }
             Req::Patch { body, .. } => c.call(Method::PATCH, "/settings/mcp", Some(body)).await,
-            Req::LoginStart(n) => c.call(Method::PUT, &login(n), Some(&json!({}))).await,
-            Req::LoginPoll(n) => c.call(Method::GET, &login(n), None).await,
-            Req::LoginPaste(n, url) => {
+            Req::LoginStart(n, _) => c.call(Method::PUT, &login(n), Some(&json!({}))).await,
+            Req::LoginPoll(n, _) => c.call(Method::GET, &login(n), None).await,
+            Req::LoginPaste(n, url, _) => {
                 c.call(
                     Method::POST,
                     &format!("{}/callback", login(n)),
@@ -262,7 +262,7 @@ async fn main_loop(client: DaemonClient, explicit: Option<String>, session: Opti
             },
             a = answers.recv() => match a {
                 Some(a) => {
-                    let started = matches!(a.req, Req::LoginStart(_));
+                    let started = matches!(a.req, Req::LoginStart(..));
                     let refresh = matches!(a.req, Req::Refresh);
                     let r = app.answer(a, Instant::now());
                     if started {
