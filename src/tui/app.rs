@@ -147,7 +147,7 @@ pub struct App {
     /// A change the list's actions asked for is in flight.
     pub busy: Option<String>,
     /// Sign-in dialogs opened so far (each [`Login`]'s `seq`).
-    pub logins: u64,
+    logins: u64,
     /// `--session ID`: the session the extensions view can change alone.
     pub session: Option<String>,
     /// `session` was picked from the live sessions (`s` moves to the next one).

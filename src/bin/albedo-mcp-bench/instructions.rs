@@ -135,7 +135,7 @@ impl Bench {
             self.keep_dump(&dump, API, transport, c);
             let mut rec = counts.record(lat.len() as u64, API, transport, c);
             rec["errors"] = json!(errors);
-            self.push_counted(rec);
+            self.push(rec);
         }
     }
 
@@ -144,7 +144,6 @@ impl Bench {
     /// calls more, and the difference between them.
     fn client_instructions(&mut self) {
         let args = json!({"message": "hello"});
-        let mut seen = std::collections::HashSet::new();
         for (transport, _, c, _) in COUNTED {
             let (target, clients) = if transport == "stdio" {
                 (self.stdio_target(&[]), vec![FLOOR, ALBEDO, RMCP, TS])
@@ -155,14 +154,14 @@ impl Bench {
                 )
             };
             for who in clients {
-                if (who == FLOOR && c != 1) || !seen.insert((who, transport, c)) {
+                if who == FLOOR && c != 1 {
                     continue;
                 }
                 let short = SHORT * c as u64;
-                let mut counts = Vec::new();
+                let mut runs = Vec::new();
                 for n in [short, short + more(who)] {
                     match self.client_run(who, &target, &args, transport, c, n) {
-                        Ok(Some(got)) => counts.push(got),
+                        Ok(Some(run)) => runs.push(run),
                         Ok(None) => break, // left out of this run
                         Err(e) => {
                             self.fail(format!(
@@ -172,16 +171,18 @@ impl Bench {
                         }
                     }
                 }
-                if let [a, b] = &counts[..] {
+                if let [(a, _), (b, dump)] = &runs[..] {
+                    // The longer run's dump is the one worth reading.
+                    self.keep_dump(dump, who, transport, c);
                     let rec = b.minus(a).record(more(who), who, transport, c);
-                    self.push_counted(rec);
+                    self.push(rec);
                 }
             }
         }
     }
 
-    /// One run of client `who` under callgrind: `n` calls at `c` in flight; `None` when this
-    /// run leaves the client out (`--no-rmcp`, `--no-ts`).
+    /// One run of client `who` under callgrind: `n` calls at `c` in flight, its counts and
+    /// its dump's path; `None` when this run leaves the client out (`--no-rmcp`, `--no-ts`).
     fn client_run(
         &self,
         who: &str,
@@ -190,7 +191,7 @@ impl Bench {
         transport: &str,
         c: usize,
         n: u64,
-    ) -> Result<Option<Counts>, String> {
+    ) -> Result<Option<(Counts, PathBuf)>, String> {
         let mut j = job(target, "echo", args.clone(), &[c as u64], &self.sizes);
         j["calls"] = json!(n);
         let Some((cmd, _)) = self.client_command(who, &j) else {
@@ -228,10 +229,7 @@ impl Bench {
         }
         let (_, dump) = best.ok_or("callgrind wrote no dump")?;
         let text = std::fs::read_to_string(&dump).map_err(|e| e.to_string())?;
-        if n != SHORT * c as u64 {
-            self.keep_dump(&dump, who, transport, c);
-        }
-        Ok(Some(Counts::read(&text)))
+        Ok(Some((Counts::read(&text), dump)))
     }
 
     /// With `BENCH_CALLGRIND_DIR`, a copy of the dump for `callgrind_annotate` or a reader
@@ -243,19 +241,6 @@ impl Bench {
                 eprintln!("callgrind dump not kept at {}: {e}", to.display());
             }
         }
-    }
-
-    fn push_counted(&mut self, rec: Value) {
-        println!(
-            "instructions {:<26} {:5} c={:<3} {:>9} per call ({:>9} without memset and sha2), {:.1} mallocs",
-            rec["client"].as_str().unwrap_or("?"),
-            rec["transport"].as_str().unwrap_or("?"),
-            rec["concurrency"],
-            rec["instructions_per_call"],
-            rec["instructions_per_call_without_emulated"],
-            rec["mallocs_per_call"].as_f64().unwrap_or(0.0)
-        );
-        self.records.push(rec);
     }
 }
 
@@ -276,8 +261,8 @@ struct Counts {
 }
 
 impl Counts {
-    /// What `self` counted beyond `before` (a function `before` has and `self` has not
-    /// counts as 0).
+    /// What `self` counted beyond `before`, function by function (one counted less in
+    /// `self` counts 0).
     fn minus(&self, before: &Counts) -> Counts {
         let mut own = self.own.clone();
         for (f, v) in &before.own {

@@ -682,7 +682,15 @@ fn print_record(r: &Value) {
             }
         }
     }
-    if r["calls_per_s"].is_number() {
+    if r["instructions_per_call"].is_number() {
+        println!(
+            "{head} {:5} {:>9} instructions per call ({:>9} without memset and sha2), {:.1} mallocs",
+            r["transport"].as_str().unwrap_or("?"),
+            r["instructions_per_call"],
+            r["instructions_per_call_without_emulated"],
+            f("mallocs_per_call")
+        );
+    } else if r["calls_per_s"].is_number() {
         println!(
             "{head} {:>9.0} calls/s  p50 {:>7.0} us  p99 {:>7.0} us  cpu {:>6.1} us/call{extra}",
             f("calls_per_s"),
