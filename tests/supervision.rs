@@ -2,12 +2,13 @@
 //! future it spawned), with the panic NOT caught by the handler, is restarted by the
 //! Registry with a fresh link behind the same handle, serves the next call by dialling a new
 //! server process, counts the restart, and is marked failed when it panics again and again.
-//! A connection closed for good is never brought back.
+//! A connection closed for good is never brought back. Also the dial queue's bounds: a check
+//! that waits its turn holds nothing, and a call that finds a dial under way answers with it.
 
 mod common;
 use actix::prelude::*;
 use albedo_mcp::actors::connection::{
-    ArmPanic, CallError, CallTarget, ConnContext, DialLimit, PanicPoint, RestartPolicy,
+    ArmPanic, CallError, CallTarget, ConnContext, DialLimit, LinkState, PanicPoint, RestartPolicy,
 };
 use albedo_mcp::actors::handle::ConnHandle;
 use albedo_mcp::actors::registry::{Count, Registry, StartConnection};
@@ -287,6 +288,77 @@ async fn a_check_waiting_its_turn_is_cancelled_by_the_close_and_never_dials() {
         read_pid(pidfile.path()),
         None,
         "a closed connection dialled"
+    );
+}
+
+/// A call that finds a dial under way (here the background check's, which waits for a place
+/// among the daemon's dials before it spawns its server) waits for that dial's outcome, up to
+/// `startupTimeoutMs` plus `callTimeoutMs`: it does not give up after `startupTimeoutMs` of its
+/// own and answer `unavailable` while the connection still says `connecting`.
+#[actix_rt::test]
+async fn a_call_waits_for_the_dial_under_way_and_answers_with_its_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let (meter, hang) = (dir.path().join("meter"), dir.path().join("hang"));
+    std::fs::write(&hang, "").unwrap();
+    let mut fx = fixture_server(
+        "dial_meter.py",
+        &[
+            "--meter",
+            meter.to_str().unwrap(),
+            "--delay-ms",
+            "0",
+            "--hang-if",
+            hang.to_str().unwrap(),
+        ],
+    );
+    fx["startupTimeoutMs"] = json!(600);
+    fx["callTimeoutMs"] = json!(1500);
+    let settings = parse_mcp(Some(&json!({"servers": {"fx": fx}}))).unwrap();
+    let env = |k: &str| std::env::var(k).ok();
+    let server = Arc::new(resolve(&settings.servers[0], &env, &Credentials::default()).unwrap());
+    let registry = Registry::new(1).start();
+    let mut c = ctx();
+    c.dials = DialLimit::new(1);
+    let held = c.dials.try_hold().expect("the one place");
+    let conn = registry
+        .send(StartConnection { server, ctx: c })
+        .await
+        .unwrap();
+    // The check takes the dial and waits for the place held here; the place is freed 400 ms
+    // into the call, so that dial gives up at about 1 s, after the call's own 600 ms.
+    conn.watch(Sink::start_default().recipient(), None, true);
+    let mut state = LinkState::Idle;
+    for _ in 0..250 {
+        state = conn.status().await.state;
+        if state == LinkState::Connecting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state, LinkState::Connecting);
+    actix::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(held);
+    });
+    let started = std::time::Instant::now();
+    let e = text(&conn, "x")
+        .await
+        .expect_err("the server hangs at start");
+    let took = started.elapsed();
+    assert_eq!(e.outcome(), "not_run", "{e}");
+    assert!(matches!(e, CallError::Unavailable { .. }), "{e}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "it gave up after {took:?}"
+    );
+    let st = conn.status().await;
+    assert_eq!(st.state, LinkState::Unavailable, "{st:?}");
+    // One server was started: the call waited for the check's dial, it did not dial again.
+    let starts = std::fs::read_to_string(&meter).unwrap_or_default();
+    assert_eq!(
+        starts.lines().filter(|l| l.starts_with("start")).count(),
+        1,
+        "{starts}"
     );
 }
 

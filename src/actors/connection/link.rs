@@ -362,7 +362,15 @@ impl Link {
         target: CallTarget,
     ) -> Result<ResultText, CallError> {
         let server = self.name().to_owned();
-        let dial = tokio::time::timeout(self.startup_timeout(), self.client()).await;
+        // A call that finds no client waits for the dial (its own, or the one already under
+        // way, such as a session's background check) up to `startupTimeoutMs` plus
+        // `callTimeoutMs` in all, and runs within what is left of that, at most
+        // `callTimeoutMs`. A dial under way started its handshake's window after its process
+        // was spawned, so waiting only `startupTimeoutMs` could give up a moment before that
+        // dial does, and answer `unavailable` while the session still says `connecting`.
+        let (startup, call_timeout) = (self.startup_timeout(), self.call_timeout());
+        let deadline = tokio::time::Instant::now() + startup + call_timeout;
+        let dial = tokio::time::timeout_at(deadline, self.client()).await;
         let (client, _) = match dial {
             Ok(Ok(c)) => c,
             Ok(Err(e @ HandshakeError::NeedsAuth { .. })) => {
@@ -381,12 +389,25 @@ impl Link {
                 return Err(CallError::Unavailable {
                     server,
                     reason: format!(
-                        "it did not connect within {} ms",
-                        self.server.config.startup_timeout_ms
+                        "it did not connect within {} ms (startupTimeoutMs plus callTimeoutMs)",
+                        (startup + call_timeout).as_millis()
                     ),
                 })
             }
         };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            // Connected just as the wait ran out: the request is not sent with no time to
+            // answer (it would end as an unknown outcome).
+            return Err(CallError::Unavailable {
+                server,
+                reason: format!(
+                    "it connected only after {} ms (startupTimeoutMs plus callTimeoutMs)",
+                    (startup + call_timeout).as_millis()
+                ),
+            });
+        }
+        let call_timeout = call_timeout.min(left);
         // A connection made a while ago: its token, refreshed first when it is within a
         // minute of expiry (the book answers from its cache otherwise), as every request's
         // must be, not only the dial's.
@@ -435,7 +456,7 @@ impl Link {
         };
         // The answer stays the server's text (`ResultText`): it is passed on, not parsed.
         let mut r = client
-            .request_text_params(method, Some(params), self.call_timeout(), &hdrs)
+            .request_text_params(method, Some(params), call_timeout, &hdrs)
             .await;
         // Refused before it ran (401/403): with a stored sign-in, a 401 refreshes the token
         // once and the request is sent again (it did not run); a 403 `insufficient_scope`
@@ -459,7 +480,7 @@ impl Link {
             match outcome {
                 Ok(()) => {
                     r = client
-                        .request_text_params(method, Some(params), self.call_timeout(), &hdrs)
+                        .request_text_params(method, Some(params), call_timeout, &hdrs)
                         .await;
                 }
                 Err(why) => {
