@@ -101,7 +101,9 @@ function creds(home) {
   const signin = (name) => `#signin-list li[data-signin="${name}"]`;
   // Focus the field, select what it holds and delete it, as a person clears a field.
   const clearField = async (sel) => {
-    await page.$eval(sel, (e) => { e.focus(); e.select(); });
+    // One round trip: `$eval` would find the field, then act on it in a second one, after a
+    // redraw may have replaced it.
+    await page.evaluate((s) => { const e = document.querySelector(s); e.focus(); e.select(); }, sel);
     await page.keyboard.press("Backspace");
   };
   const typeInto = async (sel, value) => {
@@ -379,14 +381,23 @@ function creds(home) {
     // then the selection is typed over.
     const pasteField = `${signin("fm")} input.paste`;
     await pasteInto(pasteField, "a draft");
-    await page.$eval(pasteField, (e) => { e.select(); e.setAttribute("data-before-redraw", ""); });
+    // Found and selected in one round trip: with `$eval`, a redraw between its two (find,
+    // then act) left the selection on a field already replaced, while the new one kept the
+    // caret the typing left (failed 2 runs in 5).
+    await page.evaluate((s) => {
+      const e = document.querySelector(s);
+      e.select();
+      e.setAttribute("data-before-redraw", "");
+    }, pasteField);
     const auth = { Authorization: `Bearer ${cfg.api_token}` };
     const opened = await fetch(`${cfg.api}/sessions`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{}" });
     const sid = (await opened.json()).id;
     await page.waitForFunction((s) => { const e = document.querySelector(s); return !!e && !e.hasAttribute("data-before-redraw"); },
       { timeout: 30000 }, pasteField);
-    out.steps.selection_after_redraw = await page.$eval(pasteField,
-      (e) => [e.value, e.selectionStart, e.selectionEnd, document.activeElement === e]);
+    out.steps.selection_after_redraw = await page.evaluate((s) => {
+      const e = document.querySelector(s);
+      return [e.value, e.selectionStart, e.selectionEnd, document.activeElement === e];
+    }, pasteField);
     await fetch(`${cfg.api}/sessions/${sid}`, { method: "DELETE", headers: auth });
     await page.keyboard.press("Backspace");
     out.steps.draft_cleared = await page.$eval(pasteField, (e) => e.value);
