@@ -357,40 +357,38 @@ impl Link {
             .map_err(|e| clean_call_error(e, &redact))
     }
 
-    pub(super) async fn call_raw(
-        self: Rc<Self>,
-        target: CallTarget,
-    ) -> Result<ResultText, CallError> {
-        let server = self.name().to_owned();
-        // A call that finds no client waits for the dial (its own, or the one already under
-        // way, such as a session's background check) up to `startupTimeoutMs` plus
-        // `callTimeoutMs` in all, and runs within what is left of that, at most
-        // `callTimeoutMs`. A dial under way started its handshake's window after its process
-        // was spawned, so waiting only `startupTimeoutMs` could give up a moment before that
-        // dial does, and answer `unavailable` while the session still says `connecting`.
-        let (startup, call_timeout) = (self.startup_timeout(), self.call_timeout());
-        let deadline = tokio::time::Instant::now() + startup + call_timeout;
-        let dial = tokio::time::timeout_at(deadline, self.client()).await;
-        let (client, _) = match dial {
+    /// The client for a call that found none, and the time the call has left. The call waits
+    /// for the dial (its own, or the one already under way, such as a session's background
+    /// check) up to `startupTimeoutMs` plus `callTimeoutMs` in all, and runs within what is
+    /// left of that, at most `callTimeoutMs`. A dial under way started its handshake's window
+    /// after its process was spawned, so waiting only `startupTimeoutMs` could give up a
+    /// moment before that dial does, and answer `unavailable` while the session still says
+    /// `connecting`.
+    async fn dial_for_call(self: &Rc<Self>) -> Result<(McpClient, Duration), CallError> {
+        let server = || self.name().to_owned();
+        let call_timeout = self.call_timeout();
+        let within = self.startup_timeout() + call_timeout;
+        let deadline = tokio::time::Instant::now() + within;
+        let (client, _) = match tokio::time::timeout_at(deadline, self.client()).await {
             Ok(Ok(c)) => c,
             Ok(Err(e @ HandshakeError::NeedsAuth { .. })) => {
                 return Err(CallError::NeedsSignIn {
-                    server,
+                    server: server(),
                     reason: e.message(),
                 });
             }
             Ok(Err(e)) => {
                 return Err(CallError::Unavailable {
-                    server,
+                    server: server(),
                     reason: e.to_string(),
                 })
             }
             Err(_) => {
                 return Err(CallError::Unavailable {
-                    server,
+                    server: server(),
                     reason: format!(
                         "it did not connect within {} ms (startupTimeoutMs plus callTimeoutMs)",
-                        (startup + call_timeout).as_millis()
+                        within.as_millis()
                     ),
                 })
             }
@@ -400,14 +398,26 @@ impl Link {
             // Connected just as the wait ran out: the request is not sent with no time to
             // answer (it would end as an unknown outcome).
             return Err(CallError::Unavailable {
-                server,
+                server: server(),
                 reason: format!(
                     "it connected only after {} ms (startupTimeoutMs plus callTimeoutMs)",
-                    (startup + call_timeout).as_millis()
+                    within.as_millis()
                 ),
             });
         }
-        let call_timeout = call_timeout.min(left);
+        Ok((client, call_timeout.min(left)))
+    }
+
+    pub(super) async fn call_raw(
+        self: Rc<Self>,
+        target: CallTarget,
+    ) -> Result<ResultText, CallError> {
+        // The server's name goes into an error only: made when one is.
+        let server = || self.name().to_owned();
+        let (client, call_timeout) = match self.current() {
+            Some((client, _)) => (client, self.call_timeout()),
+            None => self.dial_for_call().await?,
+        };
         // A connection made a while ago: its token, refreshed first when it is within a
         // minute of expiry (the book answers from its cache otherwise), as every request's
         // must be, not only the dial's.
@@ -416,7 +426,7 @@ impl Link {
                 if let Err(e) = self.apply_bearer(&t).await {
                     let reason = e.message();
                     *self.last_error.borrow_mut() = Some(self.redact.clean(&reason));
-                    return Err(CallError::NeedsSignIn { server, reason });
+                    return Err(CallError::NeedsSignIn { server: server(), reason });
                 }
             }
         }
@@ -485,7 +495,7 @@ impl Link {
                 }
                 Err(why) => {
                     return Err(CallError::NeedsSignIn {
-                        server,
+                        server: server(),
                         reason: why,
                     })
                 }
@@ -495,7 +505,7 @@ impl Link {
             })) = &r
             {
                 return Err(CallError::NeedsSignIn {
-                    server,
+                    server: server(),
                     reason: "the server still refuses the request after a refresh".into(),
                 });
             }
@@ -503,18 +513,18 @@ impl Link {
         match r {
             Ok(v) => {
                 check_complete_head(v.head()).map_err(|e| CallError::Invalid {
-                    server: server.clone(),
+                    server: server(),
                     reason: e.to_string(),
                 })?;
                 Ok(v)
             }
-            Err(RpcError::Server(error)) => Err(CallError::Server { server, error }),
+            Err(RpcError::Server(error)) => Err(CallError::Server { server: server(), error }),
             Err(RpcError::NotSent(
                 e @ TransportError::Status {
                     status: 401 | 403, ..
                 },
             )) => Err(CallError::NeedsSignIn {
-                server,
+                server: server(),
                 reason: e.to_string(),
             }),
             Err(RpcError::NotSent(e)) => {
@@ -522,7 +532,7 @@ impl Link {
                     self.drop_client();
                 }
                 Err(CallError::NotRun {
-                    server,
+                    server: server(),
                     reason: e.to_string(),
                 })
             }
@@ -530,7 +540,7 @@ impl Link {
                 // A timed-out call closes the client; the next call dials again.
                 self.drop_client();
                 Err(CallError::Unknown {
-                    server,
+                    server: server(),
                     reason: e.to_string(),
                 })
             }
@@ -542,11 +552,11 @@ impl Link {
                     self.drop_client();
                 }
                 Err(CallError::Unknown {
-                    server,
+                    server: server(),
                     reason: e.to_string(),
                 })
             }
-            Err(RpcError::Invalid(reason)) => Err(CallError::Invalid { server, reason }),
+            Err(RpcError::Invalid(reason)) => Err(CallError::Invalid { server: server(), reason }),
         }
     }
 }
