@@ -26,7 +26,8 @@ pub const MAX_LISTED: usize = 50;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ToolKind {
     Tool {
-        tool: String,
+        /// The server's own name of the tool (shared: each call passes it on).
+        tool: Arc<str>,
     },
     ReadResource,
     GetPrompt,
@@ -76,7 +77,7 @@ impl AdvertisedTool {
                 server: &self.server,
                 extension: self.extension,
                 tool: match &self.kind {
-                    ToolKind::Tool { tool } => Some(tool.as_str()),
+                    ToolKind::Tool { tool } => Some(&**tool),
                     _ => None,
                 },
             })
@@ -121,7 +122,7 @@ impl ToolTable {
         self.tools.iter().find(|t| {
             t.server == server
                 && match &t.kind {
-                    ToolKind::Tool { tool: own } => own == tool,
+                    ToolKind::Tool { tool: own } => **own == *tool,
                     ToolKind::ReadResource => tool == "read_resource",
                     ToolKind::GetPrompt => tool == "get_prompt",
                     ToolKind::Search => false,
@@ -340,9 +341,7 @@ pub fn advertise(
             input_schema: schema,
             server: server.clone(),
             extension,
-            kind: ToolKind::Tool {
-                tool: tool.to_owned(),
-            },
+            kind: ToolKind::Tool { tool: tool.into() },
             json: OnceLock::new(),
         });
     }

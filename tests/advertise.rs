@@ -100,7 +100,7 @@ fn advertised_names_are_what_the_model_apis_accept_with_stable_short_forms() {
         assert_eq!(
             t.kind,
             ToolKind::Tool {
-                tool: original.to_owned()
+                tool: original.into()
             }
         );
         let listed: Value = serde_json::from_str(t.json().get()).unwrap();

@@ -445,7 +445,7 @@ impl Link {
                 let hdrs = self
                     .headers
                     .borrow()
-                    .get(&name)
+                    .get(&*name)
                     .cloned()
                     .unwrap_or_default();
                 tool = (name, arguments);

@@ -96,7 +96,7 @@ pub enum CallTarget {
     /// A tool call. Its arguments are the caller's JSON text (an object), passed on as they
     /// came, never parsed into a tree and written again ([`crate::protocol::Params::Named`]).
     Tool {
-        name: String,
+        name: Arc<str>,
         arguments: Box<serde_json::value::RawValue>,
     },
     ReadResource {
@@ -111,7 +111,7 @@ pub enum CallTarget {
 impl CallTarget {
     /// A tool call with arguments given as a tree (written once, here, compactly).
     pub fn tool(
-        name: impl Into<String>,
+        name: impl Into<Arc<str>>,
         arguments: &Value,
     ) -> Result<CallTarget, serde_json::Error> {
         Ok(CallTarget::Tool {
