@@ -1,9 +1,9 @@
 //! What the transport hands the client core: every message read on any stream, except
 //! replays already handled in this session (SSE event ids, server request ids and response
 //! ids, in a bounded seen-set) and responses whose string id is too long to answer anything
-//! of ours (over 256 bytes: ignored and counted, never stored). The seen-set holds a 128-bit
-//! digest of each id, never the id, so its memory is bounded (4,096 entries of 16 bytes)
-//! whatever the ids' length. Requests from the server go through the rate limit of
+//! of ours (over 256 bytes: ignored and counted, never stored). The seen-set holds a number
+//! id as it is and a 112-bit digest of a textual one, never the text, so its memory is bounded
+//! (4,096 entries of 16 bytes) whatever the ids' length. Requests from the server go through the rate limit of
 //! [`crate::transport::gate`] (over it: dropped without an answer; a flood: the connection
 //! is closed), and a JSON-RPC batch is taken only from a server that negotiated 2025-03-26.
 //!
@@ -23,9 +23,11 @@ use std::sync::atomic::Ordering;
 /// How many seen ids (events, server requests, responses) are kept per session.
 const SEEN_CAPACITY: usize = 4096;
 
-/// A seen id: the first 128 bits of the SHA-256 of its kind and its text. A collision (two
-/// ids taken for one, so a message dropped as a replay) is as unlikely as finding one for
-/// SHA-256 truncated to 128 bits; the ids come from the server, so a keyless fast hash would
+/// A seen id, 16 bytes whatever the id: its kind and form, then a number id as it is (the
+/// ids of our own requests are numbers, so an answer needs no digest), or the first 112 bits
+/// of the SHA-256 of a textual id. The form byte keeps the two apart. A collision of two texts
+/// (two ids taken for one, so a message dropped as a replay) is as unlikely as finding one for
+/// SHA-256 truncated to 112 bits; the ids come from the server, so a keyless fast hash would
 /// let it forge one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct SeenKey([u8; 16]);
@@ -33,7 +35,7 @@ pub(super) struct SeenKey([u8; 16]);
 impl SeenKey {
     /// An SSE event id.
     pub(super) fn event(id: &str) -> SeenKey {
-        Self::digest(b'e', b's', id.as_bytes())
+        Self::digest(b'e', id.as_bytes())
     }
 
     /// The id of a request from the server.
@@ -48,18 +50,26 @@ impl SeenKey {
 
     fn of_id(kind: u8, id: &RequestId) -> SeenKey {
         match id {
-            RequestId::Number(n) => Self::digest(kind, b'n', &n.to_le_bytes()),
-            RequestId::String(s) => Self::digest(kind, b's', s.as_bytes()),
+            RequestId::Number(n) => {
+                let mut k = [0u8; 16];
+                k[0] = kind;
+                k[1] = b'n';
+                k[8..].copy_from_slice(&n.to_le_bytes());
+                SeenKey(k)
+            }
+            RequestId::String(s) => Self::digest(kind, s.as_bytes()),
         }
     }
 
-    fn digest(kind: u8, form: u8, text: &[u8]) -> SeenKey {
+    fn digest(kind: u8, text: &[u8]) -> SeenKey {
         let d = Sha256::new()
-            .chain_update([kind, form])
+            .chain_update([kind, b's'])
             .chain_update(text)
             .finalize();
         let mut k = [0u8; 16];
-        k.copy_from_slice(&d[..16]);
+        k[0] = kind;
+        k[1] = b's';
+        k[2..].copy_from_slice(&d[..14]);
         SeenKey(k)
     }
 }
@@ -251,6 +261,11 @@ mod tests {
         assert_eq!(
             SeenKey::request(&n),
             SeenKey::request(&RequestId::Number(7))
+        );
+        // Number ids are kept as they are: two numbers never meet.
+        assert_ne!(
+            SeenKey::response(&RequestId::Number(1)),
+            SeenKey::response(&RequestId::Number(1 << 8))
         );
         let huge = RequestId::String("x".repeat(1 << 20));
         assert_eq!(std::mem::size_of_val(&SeenKey::request(&huge)), 16);
