@@ -280,7 +280,9 @@ fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
 /// allocations per request that [`resource`]'s default service, which answers 405 itself,
 /// never reads.
 fn on(method: actix_web::http::Method) -> actix_web::Route {
-    web::route().guard(actix_web::guard::fn_guard(move |c| c.head().method == method))
+    web::route().guard(actix_web::guard::fn_guard(move |c| {
+        c.head().method == method
+    }))
 }
 
 /// Everything but the trust middleware (`App::wrap(from_fn(trust::guard))`, in `serve`):
@@ -311,13 +313,16 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         )
         .service(resource("/healthz", "GET").route(on(Method::GET).to(healthz)))
         .service(resource("/extensions", "GET").route(on(Method::GET).to(settings::get_extensions)))
-        .service(resource("/extensions/mcp", "PUT").route(on(Method::PUT).to(settings::put_extension)))
+        .service(
+            resource("/extensions/mcp", "PUT").route(on(Method::PUT).to(settings::put_extension)),
+        )
         .service(
             resource("/extensions/editor-mcp", "PUT")
                 .route(on(Method::PUT).to(settings::put_editor_extension)),
         )
         .service(
-            resource("/extensions/mcp/reload", "POST").route(on(Method::POST).to(settings::reload_all)),
+            resource("/extensions/mcp/reload", "POST")
+                .route(on(Method::POST).to(settings::reload_all)),
         )
         .service(
             resource("/sessions", "GET, POST")
@@ -349,7 +354,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
         .service(resource("/sessions/{id}/tools/{name}", "GET").route(on(Method::GET).to(get_tool)))
         .service(resource("/sessions/{id}/activity", "POST").route(on(Method::POST).to(activity)))
         .service(
-            resource("/sessions/{id}/events", "GET").route(on(Method::GET).to(events::session_events)),
+            resource("/sessions/{id}/events", "GET")
+                .route(on(Method::GET).to(events::session_events)),
         )
         .service(
             resource("/sessions/{id}/servers/{name}", "PUT")
@@ -361,7 +367,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
                 .route(on(Method::PATCH).to(settings::patch_settings)),
         )
         .service(
-            resource("/settings/mcp/events", "GET").route(on(Method::GET).to(events::settings_events)),
+            resource("/settings/mcp/events", "GET")
+                .route(on(Method::GET).to(events::settings_events)),
         )
         .service(
             resource("/settings/mcp/suggest-name", "GET")
@@ -378,7 +385,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
                 .route(on(Method::DELETE).to(auth::cancel)),
         )
         .service(
-            resource("/auth/logins/{login}/callback", "POST").route(on(Method::POST).to(auth::callback)),
+            resource("/auth/logins/{login}/callback", "POST")
+                .route(on(Method::POST).to(auth::callback)),
         )
         .service(resource("/login/once", "POST").route(on(Method::POST).to(pane::issue_link)))
         .service(resource("/login", "GET").route(on(Method::GET).to(pane::login)))

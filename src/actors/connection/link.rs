@@ -426,7 +426,10 @@ impl Link {
                 if let Err(e) = self.apply_bearer(&t).await {
                     let reason = e.message();
                     *self.last_error.borrow_mut() = Some(self.redact.clean(&reason));
-                    return Err(CallError::NeedsSignIn { server: server(), reason });
+                    return Err(CallError::NeedsSignIn {
+                        server: server(),
+                        reason,
+                    });
                 }
             }
         }
@@ -518,7 +521,10 @@ impl Link {
                 })?;
                 Ok(v)
             }
-            Err(RpcError::Server(error)) => Err(CallError::Server { server: server(), error }),
+            Err(RpcError::Server(error)) => Err(CallError::Server {
+                server: server(),
+                error,
+            }),
             Err(RpcError::NotSent(
                 e @ TransportError::Status {
                     status: 401 | 403, ..
@@ -556,7 +562,10 @@ impl Link {
                     reason: e.to_string(),
                 })
             }
-            Err(RpcError::Invalid(reason)) => Err(CallError::Invalid { server: server(), reason }),
+            Err(RpcError::Invalid(reason)) => Err(CallError::Invalid {
+                server: server(),
+                reason,
+            }),
         }
     }
 }
