@@ -2,10 +2,11 @@
 //! replays already handled in this session (SSE event ids, server request ids and response
 //! ids, in a bounded seen-set) and responses whose string id is too long to answer anything
 //! of ours (over 256 bytes: ignored and counted, never stored). The seen-set holds a number
-//! id as it is and a 112-bit digest of a textual one, never the text, so its memory is bounded
-//! (4,096 entries of 16 bytes) whatever the ids' length. Requests from the server go through the rate limit of
-//! [`crate::transport::gate`] (over it: dropped without an answer; a flood: the connection
-//! is closed), and a JSON-RPC batch is taken only from a server that negotiated 2025-03-26.
+//! id as it is and a 112-bit digest of a textual one, never the text, so its memory is
+//! bounded (4,096 entries of 16 bytes) whatever the ids' length. Requests from the server go
+//! through the rate limit of [`crate::transport::gate`] (over it: dropped without an answer;
+//! a flood: the connection is closed), and a JSON-RPC batch is taken only from a server that
+//! negotiated 2025-03-26.
 //!
 //! Owns: the seen-set and `Ctx::dispatch`, `deliver_data`. Must not touch: HTTP requests
 //! and streams (it is given parsed messages or an event's data).
