@@ -29,11 +29,16 @@ fn ctx() -> ConnContext {
 
 /// A supervised connection to the `exits_mid_call` fixture, which writes its pid.
 async fn start(registry: &Addr<Registry>, pidfile: &Path, ctx: ConnContext) -> ConnHandle {
-    let section = json!({"servers": {"fx": fixture_server(
+    let fx = fixture_server(
         "exits_mid_call.py",
         &["--pidfile", pidfile.to_str().unwrap()],
-    )}});
-    let settings = parse_mcp(Some(&section)).unwrap();
+    );
+    start_server(registry, fx, ctx).await
+}
+
+/// A supervised connection to `server` (its settings, as `extensions.json` holds them).
+async fn start_server(registry: &Addr<Registry>, server: Value, ctx: ConnContext) -> ConnHandle {
+    let settings = parse_mcp(Some(&json!({"servers": {"fx": server}}))).unwrap();
     let env = |k: &str| std::env::var(k).ok();
     let server = Arc::new(resolve(&settings.servers[0], &env, &Credentials::default()).unwrap());
     registry
@@ -313,17 +318,11 @@ async fn a_call_waits_for_the_dial_under_way_and_answers_with_its_outcome() {
     );
     fx["startupTimeoutMs"] = json!(600);
     fx["callTimeoutMs"] = json!(1500);
-    let settings = parse_mcp(Some(&json!({"servers": {"fx": fx}}))).unwrap();
-    let env = |k: &str| std::env::var(k).ok();
-    let server = Arc::new(resolve(&settings.servers[0], &env, &Credentials::default()).unwrap());
     let registry = Registry::new(1).start();
     let mut c = ctx();
     c.dials = DialLimit::new(1);
     let held = c.dials.try_hold().expect("the one place");
-    let conn = registry
-        .send(StartConnection { server, ctx: c })
-        .await
-        .unwrap();
+    let conn = start_server(&registry, fx, c).await;
     // The check takes the dial and waits for the place held here; the place is freed 400 ms
     // into the call, so that dial gives up at about 1 s, after the call's own 600 ms.
     conn.watch(Sink::start_default().recipient(), None, true);
