@@ -422,6 +422,13 @@ fn bodies_are_json_only_and_bounded_and_parameters_are_checked() {
             r#"{"kind": "submit"}"#,
         ),
         ("POST", call.clone(), r#"{"arguments": {"message": "x"}}"#),
+        // The same call by way of actix-web's router (a `%` in the path keeps it out of the
+        // hot lane, `api::hot`): refused the same way.
+        (
+            "POST",
+            format!("/sessions/{id}/tools/fx%2Fecho/call"),
+            r#"{"arguments": {"message": "x"}}"#,
+        ),
     ];
     for (m, p, body) in &routes {
         // text/plain (what a form can send), with the body and empty.
@@ -456,6 +463,10 @@ fn bodies_are_json_only_and_bounded_and_parameters_are_checked() {
     let a = tcp(&d, "POST", &call, &[auth, JSON], big_call.as_bytes());
     assert_eq!(a.status, 413, "{a:?}");
     assert_eq!(a.json()["outcome"], "not_run");
+    // The router's way to the call route has the call's limit too, and the same answer.
+    let routed = format!("/sessions/{id}/tools/fx%2Fecho/call");
+    let b = tcp(&d, "POST", &routed, &[auth, JSON], big_call.as_bytes());
+    assert_eq!((b.status, b.json()), (a.status, a.json()), "{b:?}");
     // The same without a Content-Length (chunked), counted as it arrives.
     let s = std::net::TcpStream::connect(addr(&d)).unwrap();
     let chunk = big_call.as_bytes();

@@ -134,18 +134,30 @@ impl<T: DeserializeOwned + Default + 'static> FromRequest for Optional<T> {
         let req = req.clone();
         let mut payload = payload.take();
         Box::pin(async move {
-            let json = is_json(&req)?;
-            let body = read_limited(&req, &mut payload, limit_of(&req)).await?;
-            let blank = body.iter().all(u8::is_ascii_whitespace);
-            match json {
-                None if blank => Ok(Optional(T::default())),
-                None => Err(bad(
-                    "the body must be application/json (no Content-Type was sent)",
-                )),
-                Some(_) if blank => Ok(Optional(T::default())),
-                Some(_) => parse(&body).map(Optional),
-            }
+            optional(&req, &mut payload, limit_of(&req))
+                .await
+                .map(Optional)
         })
+    }
+}
+
+/// What [`Optional`] reads, with the limit given rather than the route's: an empty body is
+/// `T::default()`.
+pub(super) async fn optional<T: DeserializeOwned + Default>(
+    req: &HttpRequest,
+    payload: &mut Payload,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let json = is_json(req)?;
+    let body = read_limited(req, payload, limit).await?;
+    let blank = body.iter().all(u8::is_ascii_whitespace);
+    match json {
+        None if blank => Ok(T::default()),
+        None => Err(bad(
+            "the body must be application/json (no Content-Type was sent)",
+        )),
+        Some(_) if blank => Ok(T::default()),
+        Some(_) => parse(&body),
     }
 }
 

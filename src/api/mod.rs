@@ -6,12 +6,14 @@
 //!
 //! Owns: request parsing (`body`: strict JSON bodies, their limits, path parameters), JSON
 //! shapes, the table of sessions, the trust boundary (`trust`: the middleware every request
-//! passes first) and the web pane with its sign-in (`pane`). Must not touch: transports; it
-//! talks to actors (Composition, Runtime, Registry) and reads their published snapshots.
+//! passes first), the hot lane that runs a tool call without the router (`hot`) and the web
+//! pane with its sign-in (`pane`). Must not touch: transports; it talks to actors
+//! (Composition, Runtime, Registry) and reads their published snapshots.
 
 pub mod auth;
 pub mod body;
 mod events;
+mod hot;
 pub mod pane;
 mod sessions;
 pub mod settings;
@@ -290,6 +292,8 @@ fn on(method: Method) -> actix_web::Route {
 /// turn), the body limits, and JSON errors for unknown routes and bad parameters.
 pub fn configure(cfg: &mut web::ServiceConfig, limits: BodyLimits) {
     cfg.app_data(BodyLimit(limits.other))
+        // The call's limit, for the hot lane (`hot`), which runs before the router.
+        .app_data(limits)
         .app_data(web::PathConfig::default().error_handler(|e, _| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,

@@ -189,17 +189,31 @@ pub(super) async fn missing_tool(s: &SessionHandle, name: &str) -> ApiError {
     )
 }
 
+/// The call route as actix-web's router reaches it: a path whose session id or tool name
+/// holds a `%` (the hot lane, [`super::hot`], leaves those to the router), or an app without
+/// the hot lane.
 pub(super) async fn call_tool(
     state: web::Data<AppState>,
     req: HttpRequest,
     Optional(body): Optional<CallBody>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, name) = call_path(&req)?;
-    body::tool_name(&name)?;
-    let s = session(&state, &id)?;
+    call_at(&state, &id, &name, body).await
+}
+
+/// A call to tool `name` of session `id`, its body read: what both ways to the call route
+/// run.
+pub(super) async fn call_at(
+    state: &AppState,
+    id: &str,
+    name: &str,
+    body: CallBody,
+) -> Result<HttpResponse, ApiError> {
+    body::tool_name(name)?;
+    let s = session(state, id)?;
     let snap = s.shared.load();
-    let Some((tool, deferred)) = snap.lookup(&name).map(|(t, d)| (t.clone(), d)) else {
-        return Err(missing_tool(&s, &name).await);
+    let Some((tool, deferred)) = snap.lookup(name).map(|(t, d)| (t.clone(), d)) else {
+        return Err(missing_tool(&s, name).await);
     };
     // `null` or left out is `{}`.
     let args = match body.arguments {

@@ -496,7 +496,8 @@ pub async fn guard(
     };
     match decision {
         Ok(_) => {
-            let mut res = next.call(req).await?.map_into_boxed_body();
+            // Let in: a tool call takes the hot lane, anything else the router.
+            let mut res = super::hot::route(req, next).await?;
             res.headers_mut().insert(
                 header::X_CONTENT_TYPE_OPTIONS,
                 header::HeaderValue::from_static("nosniff"),
