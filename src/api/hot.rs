@@ -20,16 +20,28 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{web, ResponseError};
+use std::ops::Range;
 
-/// The session id and tool name of a call's path, as the router's pattern
+/// Where the session id and tool name are in a call's path, as the router's pattern
 /// `/sessions/{id}/tools/{name}/call` captures them (each segment `[^/]+`), when neither
 /// holds a `%` (which the router's path decodes).
-pub(super) fn call_parts(path: &str) -> Option<(&str, &str)> {
-    let rest = path.strip_prefix("/sessions/")?;
-    let (id, rest) = rest.split_once('/')?;
-    let name = rest.strip_prefix("tools/")?.strip_suffix("/call")?;
-    let plain = |s: &str| !s.is_empty() && !s.contains(['/', '%']);
-    (plain(id) && plain(name)).then_some((id, name))
+pub(super) fn call_spans(path: &str) -> Option<(Range<usize>, Range<usize>)> {
+    const SESSIONS: &str = "/sessions/";
+    const TOOLS: &str = "/tools/";
+    let id_end = SESSIONS.len() + path.strip_prefix(SESSIONS)?.find('/')?;
+    let name_len = path[id_end..]
+        .strip_prefix(TOOLS)?
+        .strip_suffix("/call")?
+        .len();
+    let name_start = id_end + TOOLS.len();
+    let (id, name) = (SESSIONS.len()..id_end, name_start..name_start + name_len);
+    let plain = |r: &Range<usize>| {
+        !r.is_empty()
+            && !path.as_bytes()[r.clone()]
+                .iter()
+                .any(|&b| b == b'/' || b == b'%')
+    };
+    (plain(&id) && plain(&name)).then_some((id, name))
 }
 
 /// A request the trust check let in: a tool call runs here; anything else goes to `next`,
@@ -38,12 +50,13 @@ pub(super) async fn route<B: MessageBody + 'static>(
     req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let lane = req.method() == Method::POST
-        && call_parts(req.match_info().unprocessed()).is_some()
-        && req.app_data::<web::Data<AppState>>().is_some();
-    if !lane {
+    let lane = req.method() == Method::POST && req.app_data::<web::Data<AppState>>().is_some();
+    let spans = lane
+        .then(|| call_spans(req.match_info().unprocessed()))
+        .flatten();
+    let Some((id, name)) = spans else {
         return Ok(next.call(req).await?.map_into_boxed_body());
-    }
+    };
     let (http, mut payload) = req.into_parts();
     let answer = async {
         // The call route's body limit, which its resource's `BodyLimit` gives the router.
@@ -51,13 +64,11 @@ pub(super) async fn route<B: MessageBody + 'static>(
             .app_data::<BodyLimits>()
             .map_or(body::DEFAULT_CALL_BODY_LIMIT, |l| l.call);
         let call: CallBody = body::optional(&http, &mut payload, limit).await?;
-        let (Some(state), Some((id, name))) = (
-            http.app_data::<web::Data<AppState>>(),
-            call_parts(http.match_info().unprocessed()),
-        ) else {
-            return Err(super::ApiError::internal("the call lane lost its request"));
+        let Some(state) = http.app_data::<web::Data<AppState>>() else {
+            return Err(super::ApiError::internal("the call lane lost its state"));
         };
-        tools::call_at(state, id, name, call).await
+        let path = http.match_info().unprocessed();
+        tools::call_at(state, &path[id], &path[name], call).await
     }
     .await;
     let res = match answer {
@@ -69,7 +80,11 @@ pub(super) async fn route<B: MessageBody + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use super::call_parts;
+    use super::call_spans;
+
+    fn call_parts(path: &str) -> Option<(&str, &str)> {
+        call_spans(path).map(|(id, name)| (&path[id], &path[name]))
+    }
 
     #[test]
     fn the_lane_takes_the_paths_the_router_pattern_takes_and_no_other() {
@@ -85,6 +100,8 @@ mod tests {
             "/sessions/s1/tools/a/b/call",
             "/sessions/s1/tools/t/call/",
             "/sessions/s1/tools/t",
+            "/sessions/s1/tools/call",
+            "/sessions/s1",
             "/sessions/s1/x/tools/t/call",
             "/session/s1/tools/t/call",
         ] {
