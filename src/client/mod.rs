@@ -17,6 +17,7 @@
 //! Owns: the pending-request table and the era of one connection. Must not touch: actors, the
 //! HTTP API, storage; it drives a transport only through [`crate::transport::Transport`].
 
+mod deadlines;
 pub mod discovery;
 pub mod elicitation;
 pub mod handshake;
@@ -40,7 +41,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 pub const CLIENT_NAME: &str = "albedo-mcp";
 pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -88,12 +89,15 @@ pub struct ClientStats {
     pub server_requests: AtomicU64,
 }
 
-type Pending = crate::fastmap::FastMap<RequestId, oneshot::Sender<Result<ResultText, RpcError>>>;
+use deadlines::{Pending, Watch};
 
 struct Inner {
     transport: OnceLock<SharedTransport>,
     next_id: AtomicI64,
+    /// The requests in flight with their deadlines (`deadlines`).
     pending: Mutex<Pending>,
+    /// Wakes the watch task that times requests out: an earlier deadline, a close, a drop.
+    watch: Arc<Notify>,
     closed: Mutex<Option<String>>,
     is_closed: AtomicBool,
     era: OnceLock<ProtocolVersion>,
@@ -150,6 +154,7 @@ impl McpClient {
             transport: OnceLock::new(),
             next_id: AtomicI64::new(1),
             pending: Mutex::new(Pending::default()),
+            watch: Arc::new(Notify::new()),
             closed: Mutex::new(None),
             is_closed: AtomicBool::new(false),
             era: OnceLock::new(),
@@ -533,16 +538,28 @@ impl McpClient {
         rx: oneshot::Receiver<Result<ResultText, RpcError>>,
         timeout: Duration,
     ) -> Result<ResultText, RpcError> {
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(RpcError::Lost(TransportError::Closed(
-                self.closed_reason()
-                    .unwrap_or_else(|| "the connection was closed".into()),
-            ))),
-            Err(_) => {
+        // The deadline is a field of the request's entry, timed out by the client's watch
+        // task (`deadlines`): no timer of its own.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let watch = match self.inner.pending.lock() {
+            Ok(mut p) => p.wait_until(&id, deadline),
+            Err(_) => Watch::Nothing,
+        };
+        match watch {
+            Watch::Nothing => {}
+            Watch::Notify => self.inner.watch.notify_one(),
+            Watch::Start => deadlines::start(Arc::downgrade(&self.inner), self.inner.watch.clone()),
+        }
+        match rx.await {
+            Ok(Err(RpcError::Timeout(_))) => {
                 self.cancel(&id, "timed out");
                 Err(RpcError::Timeout(timeout))
             }
+            Ok(r) => r,
+            Err(_) => Err(RpcError::Lost(TransportError::Closed(
+                self.closed_reason()
+                    .unwrap_or_else(|| "the connection was closed".into()),
+            ))),
         }
     }
 
@@ -653,6 +670,13 @@ fn server_cancelled(reason: Option<&str>) -> RpcError {
     RpcError::Lost(TransportError::Lost(text))
 }
 
+impl Drop for Inner {
+    /// The last handle is gone: the watch task, which holds the client weakly, ends.
+    fn drop(&mut self) {
+        self.watch.notify_one();
+    }
+}
+
 impl Inner {
     /// A response arrived: note its place in the order (while that is tracked) and take its
     /// waiter.
@@ -672,6 +696,10 @@ impl Inner {
         self.pending.lock().ok().and_then(|mut p| p.remove(id))
     }
 
+    fn is_closed(&self) -> bool {
+        self.is_closed.load(Ordering::Acquire)
+    }
+
     fn fail_all(&self, error: TransportError) {
         self.is_closed.store(true, Ordering::Release);
         if let Ok(mut c) = self.closed.lock() {
@@ -679,11 +707,13 @@ impl Inner {
                 *c = Some(error.to_string());
             }
         }
-        let drained: Vec<_> = match self.pending.lock() {
-            Ok(mut p) => p.drain().collect(),
+        let drained = match self.pending.lock() {
+            Ok(mut p) => p.drain(),
             Err(_) => Vec::new(),
         };
-        for (_, tx) in drained {
+        // The watch task ends.
+        self.watch.notify_one();
+        for tx in drained {
             let _ = tx.send(Err(in_flight_outcome(error.clone())));
         }
     }
@@ -1168,6 +1198,62 @@ mod tests {
             client.inner.pending.lock().unwrap().is_empty(),
             "the unanswered round was cancelled"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_request_times_out_at_its_own_deadline_and_the_watch_task_ends_with_the_client() {
+        let tasks = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        let before = tasks();
+        let (client, sink, _events) = McpClient::new();
+        let rec = Arc::new(Recorder::default());
+        client.attach(rec.clone());
+        let s = Duration::from_secs(1);
+        let t0 = tokio::time::Instant::now();
+        // Waiting 30 s starts the watch task; 60 s sets nothing; 10 s wakes it earlier; the
+        // answered one is not timed out.
+        let call = |timeout: Duration| {
+            let client = client.clone();
+            async move {
+                let (id, rx) = client
+                    .start_request_as("tools/call", Some(json!({"name": "t"})), None)
+                    .unwrap();
+                let r = client.finish_request(id, rx, timeout).await;
+                (r, tokio::time::Instant::now() - t0)
+            }
+        };
+        let a = tokio::spawn(call(30 * s));
+        tokio::task::yield_now().await;
+        let b = tokio::spawn(call(60 * s));
+        tokio::task::yield_now().await;
+        let c = tokio::spawn(call(10 * s));
+        let d = tokio::spawn(call(20 * s));
+        tokio::task::yield_now().await;
+        let answered = rec.sent.lock().unwrap()[3].0.clone();
+        sink.deliver(Inbound::Message(Message::Response {
+            id: answered,
+            result: Ok(ResultText::from_value(&json!({"ok": true}))),
+        }));
+        let (d, _) = d.await.unwrap();
+        assert_eq!(d.unwrap()["ok"], true);
+        for (task, timeout) in [(c, 10 * s), (a, 30 * s), (b, 60 * s)] {
+            let (r, at) = task.await.unwrap();
+            assert!(
+                matches!(r, Err(RpcError::Timeout(d)) if d == timeout),
+                "{timeout:?}: {r:?}"
+            );
+            assert_eq!(at, timeout, "timed out at its own deadline");
+        }
+        assert!(client.inner.pending.lock().unwrap().is_empty());
+        assert_eq!(tasks(), before + 1, "one watch task for the client");
+        drop(client);
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(tasks(), before, "the watch task ended with its client");
     }
 
     #[tokio::test(start_paused = true)]
