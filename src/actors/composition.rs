@@ -74,21 +74,20 @@ impl Snapshot {
             .or_else(|| self.deferred.lookup(name).map(|t| (t, true)))
     }
 
-    /// How many tools of `server` the session has, and how many of them are deferred.
-    pub fn server_tools(&self, server: &str) -> (usize, usize) {
-        let loaded = self
-            .table
-            .tools
-            .iter()
-            .filter(|t| t.server == server)
-            .count();
-        let deferred = self
-            .deferred
-            .tools
-            .iter()
-            .filter(|t| t.server == server)
-            .count();
-        (loaded + deferred, deferred)
+    /// For each server: how many tools the session has, and how many of them are deferred.
+    /// One pass over the tools (a view names every server: counting per server went over
+    /// every tool once per server, 500,000 name comparisons for 100 servers of 50 tools).
+    pub fn tool_counts(&self) -> HashMap<&str, (usize, usize)> {
+        let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
+        for t in &self.table.tools {
+            counts.entry(t.server.as_str()).or_default().0 += 1;
+        }
+        for t in &self.deferred.tools {
+            let c = counts.entry(t.server.as_str()).or_default();
+            c.0 += 1;
+            c.1 += 1;
+        }
+        counts
     }
 }
 
@@ -915,6 +914,7 @@ impl Handler<GetView> for Composition {
         };
         Box::pin(fut.into_actor(self).map(|(servers, statuses), act, _ctx| {
             let snap = act.shared.load();
+            let counts = snap.tool_counts();
             let mut views = Vec::new();
             let mut context = Vec::new();
             for s in &servers {
@@ -942,7 +942,10 @@ impl Handler<GetView> for Composition {
                     }
                     (x, _) => x,
                 };
-                let (tools, deferred) = snap.server_tools(&s.config.name);
+                let (tools, deferred) = counts
+                    .get(s.config.name.as_str())
+                    .copied()
+                    .unwrap_or_default();
                 views.push(ServerView {
                     name: s.config.name.clone(),
                     state,
@@ -1047,5 +1050,41 @@ impl Handler<CloseSession> for Composition {
     fn handle(&mut self, _: CloseSession, ctx: &mut Self::Context) {
         self.close_all();
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advertise::{AdvertisedTool, ToolKind, ToolTable};
+
+    fn tool(server: &str, name: &str) -> AdvertisedTool {
+        AdvertisedTool {
+            name: format!("mcp__{server}__{name}"),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+            server: server.to_owned(),
+            extension: "mcp",
+            kind: ToolKind::Tool { tool: name.into() },
+            json: Default::default(),
+        }
+    }
+
+    #[test]
+    fn tool_counts_give_each_server_its_tools_and_its_deferred_ones() {
+        let snap = Snapshot {
+            table: ToolTable::new(1, vec![tool("a", "x"), tool("b", "x"), tool("a", "y")]),
+            deferred: ToolTable::new(1, vec![tool("b", "z"), tool("c", "z")]),
+            ..Snapshot::default()
+        };
+        let counts = snap.tool_counts();
+        assert_eq!(counts.get("a"), Some(&(2, 0)));
+        assert_eq!(counts.get("b"), Some(&(2, 1)));
+        assert_eq!(counts.get("c"), Some(&(1, 1)));
+        assert_eq!(
+            counts.get("d"),
+            None,
+            "a server with no tools is not counted"
+        );
     }
 }
