@@ -50,11 +50,13 @@ pub(super) async fn route<B: MessageBody + 'static>(
     req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let lane = req.method() == Method::POST && req.app_data::<web::Data<AppState>>().is_some();
-    let spans = lane
-        .then(|| call_spans(req.match_info().unprocessed()))
+    let lane = (req.method() == Method::POST)
+        .then(|| {
+            let spans = call_spans(req.match_info().unprocessed())?;
+            Some((req.app_data::<web::Data<AppState>>()?.clone(), spans))
+        })
         .flatten();
-    let Some((id, name)) = spans else {
+    let Some((state, (id, name))) = lane else {
         return Ok(next.call(req).await?.map_into_boxed_body());
     };
     let (http, mut payload) = req.into_parts();
@@ -64,11 +66,8 @@ pub(super) async fn route<B: MessageBody + 'static>(
             .app_data::<BodyLimits>()
             .map_or(body::DEFAULT_CALL_BODY_LIMIT, |l| l.call);
         let call: CallBody = body::optional(&http, &mut payload, limit).await?;
-        let Some(state) = http.app_data::<web::Data<AppState>>() else {
-            return Err(super::ApiError::internal("the call lane lost its state"));
-        };
         let path = http.match_info().unprocessed();
-        tools::call_at(state, &path[id], &path[name], call).await
+        tools::call_at(&state, &path[id], &path[name], call).await
     }
     .await;
     let res = match answer {

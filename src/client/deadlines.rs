@@ -100,13 +100,11 @@ impl Pending {
     /// At `now`: the waiters whose deadline passed, taken out, and `armed` moved to the
     /// earliest deadline left.
     fn expire(&mut self, now: Instant) -> Vec<oneshot::Sender<Answer>> {
-        let due: Vec<RequestId> = self
+        let txs = self
             .waiters
-            .iter()
-            .filter(|(_, w)| w.deadline.is_some_and(|d| d <= now))
-            .map(|(id, _)| id.clone())
+            .extract_if(|_, w| w.deadline.is_some_and(|d| d <= now))
+            .map(|(_, w)| w.tx)
             .collect();
-        let txs = due.iter().filter_map(|id| self.remove(id)).collect();
         self.armed = self.waiters.values().filter_map(|w| w.deadline).min();
         txs
     }

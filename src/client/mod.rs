@@ -206,7 +206,7 @@ impl McpClient {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.inner.is_closed.load(Ordering::Acquire)
+        self.inner.is_closed()
     }
 
     pub fn closed_reason(&self) -> Option<String> {
