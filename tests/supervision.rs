@@ -121,6 +121,86 @@ async fn panics_and_recovers(point: PanicPoint) {
     );
 }
 
+/// A tool call on a live stdio client runs on its caller's thread, not in the actor
+/// (`connection/direct.rs`). A panic there is caught: the call answers `unknown` (it may have
+/// been sent), its client is closed and its server process ends, the actor is not restarted
+/// (it did not panic), and the next call dials a new server through the actor.
+#[actix_rt::test]
+async fn a_panic_in_a_direct_call_closes_its_client_and_the_next_call_dials_again() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let conn = start(&registry, pidfile.path(), ctx()).await;
+    assert!(!conn.direct_ready(), "nothing was dialled yet");
+    text(&conn, "one")
+        .await
+        .expect("the first call dials, through the actor");
+    assert!(conn.direct_ready(), "the dialled stdio client is published");
+    let r = text(&conn, "two").await.expect("a direct call");
+    assert_eq!(r["content"][0]["text"], "two");
+    let first_pid = read_pid(pidfile.path()).expect("pid");
+    let before = conn.restarts();
+
+    let _ = conn.send(ArmPanic(PanicPoint::DirectCall)).await;
+    let e = text(&conn, "boom")
+        .await
+        .expect_err("the direct call panicked");
+    assert_eq!(e.outcome(), "unknown", "{e}");
+    assert!(!conn.direct_ready(), "the client was taken back");
+    assert!(
+        eventually(Duration::from_secs(8), || !alive(first_pid)).await,
+        "the closed client's server process lives on"
+    );
+    let r = text(&conn, "three")
+        .await
+        .expect("the next call dials again");
+    assert_eq!(r["content"][0]["text"], "three");
+    assert_ne!(read_pid(pidfile.path()).expect("pid"), first_pid);
+    assert_eq!(conn.restarts(), before, "the actor itself did not panic");
+    assert!(conn.direct_ready());
+    drop(conn);
+}
+
+/// A direct call that outlives its deadline ends `unknown` and closes the client; the next
+/// call dials a new server through the actor (the same rule as a call through the actor).
+#[actix_rt::test]
+async fn a_direct_call_that_times_out_closes_the_client_and_the_next_call_dials_again() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut fx = fixture_server(
+        "never_answers.py",
+        &[
+            "--pidfile",
+            pidfile.path().to_str().unwrap(),
+            "--log",
+            log.path().to_str().unwrap(),
+        ],
+    );
+    fx["callTimeoutMs"] = json!(500);
+    let conn = start_server(&registry, fx, ctx()).await;
+    text(&conn, "one").await.expect("the first call dials");
+    assert!(conn.direct_ready());
+    let first_pid = read_pid(pidfile.path()).expect("pid");
+    let slow = CallTarget::tool("hang", &json!({})).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = conn.call(slow).await.expect_err("it times out");
+    assert_eq!(e.outcome(), "unknown", "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    assert!(!conn.direct_ready(), "the timed-out client was taken back");
+    // The server was told, before its client closed.
+    let logged = || std::fs::read_to_string(log.path()).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(5), || logged()
+            .contains("notifications/cancelled"))
+        .await,
+        "{}",
+        logged()
+    );
+    let r = text(&conn, "two").await.expect("the next call dials again");
+    assert_eq!(r["content"][0]["text"], "two");
+    assert_ne!(read_pid(pidfile.path()).expect("pid"), first_pid);
+}
+
 #[derive(Default)]
 struct Sink;
 impl Actor for Sink {

@@ -148,6 +148,14 @@ impl ConnHandle {
     /// A call on behalf of the model. A call the actor never received is `not_run`; one it
     /// received and then lost (the actor panicked) is `unknown`.
     pub async fn call(&self, target: CallTarget) -> Result<crate::protocol::ResultText, CallError> {
+        // A tool call on a live stdio client runs on this thread (`connection/direct.rs`).
+        let target = match target {
+            CallTarget::Tool { name, arguments } => match self.0.shared.direct() {
+                Some(direct) => return direct.call(self.0.shared.clone(), name, arguments).await,
+                None => CallTarget::Tool { name, arguments },
+            },
+            other => other,
+        };
         let server = || self.name().to_owned();
         // Sent at once to a live address; otherwise `addr()` says why not, or waits for a
         // restart in progress.
@@ -265,6 +273,13 @@ impl ConnHandle {
         let addr = self.0.addr.write().ok().and_then(|mut g| g.take());
         self.0.changed.notify_waiters();
         addr
+    }
+
+    /// Whether a tool call would run on its caller's thread now (a live stdio client is
+    /// published: `connection/direct.rs`).
+    #[doc(hidden)]
+    pub fn direct_ready(&self) -> bool {
+        self.0.shared.direct().is_some()
     }
 
     /// Send any message to the current actor (tests: panic injection).

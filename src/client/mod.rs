@@ -209,6 +209,11 @@ impl McpClient {
         self.inner.is_closed()
     }
 
+    /// Whether both handles are the same client.
+    pub fn same(&self, other: &McpClient) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn closed_reason(&self) -> Option<String> {
         self.inner.closed.lock().ok().and_then(|g| g.clone())
     }

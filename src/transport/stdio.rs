@@ -10,6 +10,16 @@
 //! batch from a server that did not negotiate 2025-03-26, or a response nobody waits for is
 //! logged and counted, never fatal.
 //!
+//! Writing: a message sent from the thread the transport was opened on (the connection's
+//! arbiter, where the writer task runs) is queued for the writer task, which batches what is
+//! queued into one write. One sent from another thread (the API worker of a direct call,
+//! `actors::handle`) is written to the pipe at once by that thread when nothing is queued,
+//! with a non-blocking `writev` on a duplicate of the pipe's descriptor, so that the call
+//! does not wake the arbiter to write it; what the pipe does not take (it is full) is queued
+//! after it, and anything sent while something is queued is queued behind it, so the order
+//! of messages is the order of `send`s. All of that happens under one lock, which `close`
+//! takes too: no write follows a close.
+//!
 //! Bounds against the server: at most 32 MiB of messages wait for its stdin (a server that
 //! stops reading while it sends requests would otherwise grow our queue of answers without
 //! end); past it the connection is closed at once (the pending write abandoned, the launcher
@@ -77,7 +87,10 @@ pub struct StdioTransport {
 
 /// What the handle and the reader share.
 struct Link {
-    writer: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
+    /// The way to the server's stdin; `None` once closed.
+    out: Mutex<Option<Out>>,
+    /// The thread the writer task runs on: a message sent from it is queued for the task.
+    home: std::thread::ThreadId,
     control: Mutex<Option<OwnedFd>>,
     queue: Arc<WriteQueue>,
     /// The server negotiated 2025-03-26, the one version that may send batches.
@@ -86,6 +99,15 @@ struct Link {
     overran: AtomicBool,
     sink: Arc<dyn InboundSink>,
     stats: Arc<StdioStats>,
+}
+
+/// The two ways to the server's stdin, used under [`Link::out`]'s lock.
+struct Out {
+    /// To the writer task, which batches what is queued into one write.
+    queue: mpsc::UnboundedSender<Bytes>,
+    /// A duplicate of the pipe's descriptor (non-blocking, like the writer task's), written
+    /// to directly by a sender on another thread when nothing is queued.
+    direct: std::fs::File,
 }
 
 /// What the writer task shares (not the link itself: the link holds the queue's sender).
@@ -99,7 +121,7 @@ struct WriteQueue {
 
 impl Link {
     fn close(&self) {
-        if let Ok(mut w) = self.writer.lock() {
+        if let Ok(mut w) = self.out.lock() {
             w.take();
         }
         if let Ok(mut c) = self.control.lock() {
@@ -261,6 +283,7 @@ impl StdioTransport {
             return Err(TransportError::Spawn("no pipes to the server".into()));
         };
         let stats = Arc::new(StdioStats::default());
+        let direct = direct_writer(&stdin)?;
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let queue = Arc::new(WriteQueue::default());
 
@@ -316,7 +339,8 @@ impl StdioTransport {
         }
 
         let link = Arc::new(Link {
-            writer: Mutex::new(Some(tx)),
+            out: Mutex::new(Some(Out { queue: tx, direct })),
+            home: std::thread::current().id(),
             control: Mutex::new(Some(ctl_write)),
             queue,
             batches: AtomicBool::new(false),
@@ -505,18 +529,44 @@ impl Transport for StdioTransport {
                 msg.body.len()
             )));
         }
-        let tx = self
+        let guard = self
             .link
-            .writer
+            .out
             .lock()
-            .map_err(|_| TransportError::Closed("writer lock poisoned".into()))?
+            .map_err(|_| TransportError::Closed("writer lock poisoned".into()))?;
+        let out = guard
             .as_ref()
-            .cloned()
             .ok_or_else(|| TransportError::Closed("the connection was closed".into()))?;
-        let n = msg.body.len() + 1;
         let bytes = &self.link.queue.bytes;
+        let mut body = msg.body;
+        // Off the writer's thread with nothing queued: written here, at once. `bytes` is 0
+        // only when the writer task has written all it was given (it counts down after its
+        // write), and everything that queues does so under this lock.
+        if bytes.load(Ordering::Acquire) == 0 && std::thread::current().id() != self.link.home {
+            match write_now(&out.direct, &body) {
+                Written::All => {
+                    drop(guard);
+                    ack_notification(msg.kind, msg.ack);
+                    return Ok(());
+                }
+                Written::Part(n) => {
+                    // The pipe is full: the rest is queued (the writer task adds its newline;
+                    // all of the body was taken when only the newline is left).
+                    body = body.slice(n.min(body.len())..);
+                }
+                Written::Nothing => {}
+                Written::Failed(e) => {
+                    // Nothing left: the server's input is closed (it ended).
+                    return Err(TransportError::Closed(format!(
+                        "the server's input is closed ({e})"
+                    )));
+                }
+            }
+        }
+        let n = body.len() + 1;
         if bytes.fetch_add(n, Ordering::AcqRel) + n > MAX_QUEUED_BYTES {
             bytes.fetch_sub(n, Ordering::AcqRel);
+            drop(guard);
             let reason = format!(
                 "the server does not read its input: over {} MiB of messages are queued for it",
                 MAX_QUEUED_BYTES >> 20
@@ -524,15 +574,14 @@ impl Transport for StdioTransport {
             self.link.overrun(&reason);
             return Err(TransportError::Overrun(reason));
         }
-        if tx.send(msg.body).is_err() {
+        if out.queue.send(body).is_err() {
             bytes.fetch_sub(n, Ordering::AcqRel);
             return Err(TransportError::Closed(
                 "the server's input is closed".into(),
             ));
         }
-        if let (OutKind::Notification { .. }, Some(ack)) = (&msg.kind, msg.ack) {
-            let _ = ack.send(Ok(()));
-        }
+        drop(guard);
+        ack_notification(msg.kind, msg.ack);
         Ok(())
     }
 
@@ -562,8 +611,131 @@ impl Transport for StdioTransport {
     }
 }
 
+/// A notification over stdio is accepted once it is written or queued.
+fn ack_notification(
+    kind: OutKind,
+    ack: Option<tokio::sync::oneshot::Sender<Result<(), TransportError>>>,
+) {
+    if let (OutKind::Notification { .. }, Some(ack)) = (kind, ack) {
+        let _ = ack.send(Ok(()));
+    }
+}
+
+/// A duplicate of the server's stdin for writing from other threads, non-blocking (as tokio
+/// keeps the original: both share one open file description) and closed on exec.
+fn direct_writer(stdin: &tokio::process::ChildStdin) -> Result<std::fs::File, TransportError> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let failed = |e: nix::Error| TransportError::Spawn(format!("the server's stdin: {e}"));
+    // SAFETY: the descriptor is the child's stdin pipe, open for as long as `stdin` lives;
+    // it is only borrowed here, to duplicate it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stdin.as_raw_fd()) };
+    let dup = fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(3)).map_err(failed)?;
+    // SAFETY: a descriptor fcntl just created, owned by nothing else.
+    let dup = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
+    let flags = OFlag::from_bits_truncate(fcntl(&dup, FcntlArg::F_GETFL).map_err(failed)?);
+    if !flags.contains(OFlag::O_NONBLOCK) {
+        fcntl(&dup, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(failed)?;
+    }
+    Ok(std::fs::File::from(dup))
+}
+
+/// How much of one message (its body, then its newline) a direct write put in the pipe.
+#[derive(Debug)]
+enum Written {
+    All,
+    /// Some bytes: the rest waits for the writer task.
+    Part(usize),
+    /// None: the pipe is full.
+    Nothing,
+    /// None, and none ever will be (the server's end is closed).
+    Failed(std::io::Error),
+}
+
+/// One non-blocking `writev` of `body` and its newline, again while it is interrupted or
+/// makes progress without the pipe filling.
+fn write_now(file: &std::fs::File, body: &[u8]) -> Written {
+    use std::io::{ErrorKind, IoSlice, Write};
+    let total = body.len() + 1;
+    let mut done = 0;
+    while done < total {
+        let r = if done < body.len() {
+            (&*file).write_vectored(&[IoSlice::new(&body[done..]), IoSlice::new(b"\n")])
+        } else {
+            (&*file).write(b"\n")
+        };
+        match r {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if done == 0 => return Written::Failed(e),
+            Err(_) => break,
+        }
+    }
+    match done {
+        0 => Written::Nothing,
+        d if d == total => Written::All,
+        d => Written::Part(d),
+    }
+}
+
 impl Drop for StdioTransport {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A non-blocking pipe: (read end, write end as a file).
+    fn pipe() -> (OwnedFd, std::fs::File) {
+        let (r, w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .expect("pipe");
+        (r, std::fs::File::from(w))
+    }
+
+    fn drain(r: &OwnedFd) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        while let Ok(n) = nix::unistd::read(r, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    #[test]
+    fn a_direct_write_puts_the_body_and_its_newline_in_the_pipe() {
+        let (r, w) = pipe();
+        assert!(matches!(write_now(&w, b"{\"a\":1}"), Written::All));
+        assert_eq!(drain(&r), b"{\"a\":1}\n");
+    }
+
+    #[test]
+    fn a_full_pipe_takes_part_of_a_message_then_nothing() {
+        let (r, w) = pipe();
+        let big = vec![b'x'; 1 << 20];
+        let taken = match write_now(&w, &big) {
+            Written::Part(n) => n,
+            other => panic!("expected part of it, got {other:?}"),
+        };
+        assert!(taken > 0 && taken < big.len(), "{taken}");
+        assert!(matches!(write_now(&w, b"more"), Written::Nothing));
+        assert_eq!(drain(&r).len(), taken);
+    }
+
+    #[test]
+    fn a_pipe_whose_reader_is_gone_fails_with_nothing_written() {
+        let (r, w) = pipe();
+        drop(r);
+        match write_now(&w, b"{}") {
+            Written::Failed(e) => assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe),
+            other => panic!("expected a failure, got {other:?}"),
+        }
     }
 }

@@ -13,6 +13,8 @@ use crate::protocol::Params;
 pub(super) struct Link {
     pub(super) server: Arc<ResolvedServer>,
     pub(super) ctx: ConnContext,
+    /// Where a live stdio client is published for direct calls (`direct.rs`).
+    pub(super) shared: Arc<ConnShared>,
     /// Cleans everything the server says before it leaves the connection.
     pub(super) redact: Redactor,
     pub(super) client: RefCell<Option<(McpClient, Rc<ServerHello>)>>,
@@ -51,6 +53,7 @@ impl Link {
     pub(super) fn new(
         server: Arc<ResolvedServer>,
         ctx: ConnContext,
+        shared: Arc<ConnShared>,
         events: mpsc::UnboundedSender<ClientEvent>,
     ) -> Rc<Link> {
         let secrets = secret_values(&server);
@@ -60,6 +63,7 @@ impl Link {
             redact: Redactor::new(secrets),
             server,
             ctx,
+            shared,
             client: RefCell::new(None),
             dial_lock: tokio::sync::Mutex::new(()),
             events,
@@ -115,9 +119,25 @@ impl Link {
     }
 
     pub(super) fn drop_client(&self) {
-        if let Some((c, _)) = self.client.borrow_mut().take() {
+        let taken = self.client.borrow_mut().take();
+        if let Some((c, _)) = taken {
+            self.shared.unpublish(&c);
             self.ignored.set(self.ignored.get() + c.ignored_messages());
             c.close();
+        }
+    }
+
+    /// A new live client: a stdio one is published for direct calls (`direct.rs`); an HTTP
+    /// one is not (its requests go out through its driver on this arbiter anyway, and its
+    /// calls may need a token refreshed first).
+    fn publish(&self, client: &McpClient) {
+        if client.transport_kind() == Some(TransportKind::Stdio) && !self.shared.is_closed() {
+            self.shared.publish(Direct::new(
+                client.clone(),
+                self.call_timeout(),
+                self.name(),
+                self.redact.clone(),
+            ));
         }
     }
 
@@ -155,6 +175,7 @@ impl Link {
             Ok((c, h)) => {
                 let h = Rc::new(h);
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
+                self.publish(&c);
                 self.set_state(LinkState::Connected);
                 *self.last_error.borrow_mut() = None;
                 *self.last_dial_error.borrow_mut() = None;
@@ -513,60 +534,80 @@ impl Link {
                 });
             }
         }
-        match r {
-            Ok(v) => {
-                check_complete_head(v.head()).map_err(|e| CallError::Invalid {
-                    server: server(),
-                    reason: e.to_string(),
-                })?;
-                Ok(v)
-            }
-            Err(RpcError::Server(error)) => Err(CallError::Server {
+        let (answer, drop_client) = call_outcome(r, &client, server);
+        if drop_client {
+            self.drop_client();
+        }
+        answer
+    }
+}
+
+/// What a call's answer means for its caller, and whether its client must be dropped (a
+/// timed-out call; a request that could not leave or was lost because the client closed):
+/// the next call dials again. Shared by the actor's calls and the direct ones.
+pub(super) fn call_outcome(
+    r: Result<ResultText, RpcError>,
+    client: &McpClient,
+    server: impl Fn() -> String,
+) -> (Result<ResultText, CallError>, bool) {
+    match r {
+        Ok(v) => {
+            let checked = check_complete_head(v.head()).map_err(|e| CallError::Invalid {
+                server: server(),
+                reason: e.to_string(),
+            });
+            (checked.map(|()| v), false)
+        }
+        Err(RpcError::Server(error)) => (
+            Err(CallError::Server {
                 server: server(),
                 error,
             }),
-            Err(RpcError::NotSent(
-                e @ TransportError::Status {
-                    status: 401 | 403, ..
-                },
-            )) => Err(CallError::NeedsSignIn {
+            false,
+        ),
+        Err(RpcError::NotSent(
+            e @ TransportError::Status {
+                status: 401 | 403, ..
+            },
+        )) => (
+            Err(CallError::NeedsSignIn {
                 server: server(),
                 reason: e.to_string(),
             }),
-            Err(RpcError::NotSent(e)) => {
-                if client.is_closed() {
-                    self.drop_client();
-                }
-                Err(CallError::NotRun {
-                    server: server(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(e @ RpcError::Timeout(_)) => {
-                // A timed-out call closes the client; the next call dials again.
-                self.drop_client();
-                Err(CallError::Unknown {
-                    server: server(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(RpcError::Lost(e)) => {
-                // A lost process or pipe closes the client, and the next call dials again;
-                // over HTTP one request's stream can be lost while the session lives on
-                // (its listening stream and the other calls in flight with it).
-                if client.is_closed() {
-                    self.drop_client();
-                }
-                Err(CallError::Unknown {
-                    server: server(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(RpcError::Invalid(reason)) => Err(CallError::Invalid {
+            false,
+        ),
+        Err(RpcError::NotSent(e)) => (
+            Err(CallError::NotRun {
+                server: server(),
+                reason: e.to_string(),
+            }),
+            client.is_closed(),
+        ),
+        // A timed-out call closes the client; the next call dials again.
+        Err(e @ RpcError::Timeout(_)) => (
+            Err(CallError::Unknown {
+                server: server(),
+                reason: e.to_string(),
+            }),
+            true,
+        ),
+        // A lost process or pipe closes the client, and the next call dials again; over
+        // HTTP one request's stream can be lost while the session lives on (its listening
+        // stream and the other calls in flight with it).
+        Err(RpcError::Lost(e)) => (
+            Err(CallError::Unknown {
+                server: server(),
+                reason: e.to_string(),
+            }),
+            client.is_closed(),
+        ),
+        Err(RpcError::Invalid(reason)) => (
+            Err(CallError::Invalid {
                 server: server(),
                 reason,
             }),
-        }
+            false,
+        ),
     }
 }
 

@@ -40,10 +40,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 mod context;
+mod direct;
 mod link;
 mod shared;
 
 pub use context::{AwcOpener, ConnContext, DialLimit, HttpOpener, RestartPolicy};
+pub use direct::Direct;
 use link::*;
 pub use shared::ConnShared;
 
@@ -260,7 +262,7 @@ impl Connection {
         // The real link, with its event stream, is made in `started`.
         let (tx, _rx) = mpsc::unbounded_channel();
         Connection {
-            link: Link::new(server.clone(), ctx.clone(), tx),
+            link: Link::new(server.clone(), ctx.clone(), shared.clone(), tx),
             server,
             ctx,
             shared,
@@ -273,7 +275,12 @@ impl Connection {
     fn fresh_link(&mut self, ctx: &mut Context<Self>) {
         self.link.drop_client();
         let (tx, rx) = mpsc::unbounded_channel();
-        self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
+        self.link = Link::new(
+            self.server.clone(),
+            self.ctx.clone(),
+            self.shared.clone(),
+            tx,
+        );
         self.stream = Some(ctx.add_stream(tokio_stream_from(rx)));
     }
 
@@ -292,7 +299,12 @@ impl Connection {
         }
         self.link.drop_client();
         let (tx, _rx) = mpsc::unbounded_channel();
-        self.link = Link::new(self.server.clone(), self.ctx.clone(), tx);
+        self.link = Link::new(
+            self.server.clone(),
+            self.ctx.clone(),
+            self.shared.clone(),
+            tx,
+        );
         self.link.set_state(LinkState::Closed);
     }
 
@@ -576,6 +588,9 @@ pub enum PanicPoint {
     Handler,
     /// A future spawned on the actor's context that panics when polled.
     Spawned,
+    /// A tool call made on the caller's thread with the published client (`direct.rs`), not
+    /// in the actor: caught, the client closed, the outcome unknown.
+    DirectCall,
 }
 
 /// Arm a panic point: the next handler of that kind panics, uncaught.

@@ -1,8 +1,10 @@
 //! What outlives a restart of the Connection actor ([`ConnShared`]): the session's owner and
 //! the catalogue it advertises, the restart count, whether it was closed or failed, the log
-//! limiter, and the tests' panic hooks.
+//! limiter, the tests' panic hooks, and the live stdio client published for direct calls
+//! (`direct.rs`).
 //!
-//! Owns: that state, shared by every instance behind one handle. Must not touch: the client.
+//! Owns: that state, shared by every instance behind one handle. Must not touch: the client
+//! (it holds the published one, and only hands it out).
 
 use super::*;
 
@@ -20,6 +22,9 @@ pub struct ConnShared {
     pub(super) armed: Mutex<Option<PanicPoint>>,
     /// Lines this connection logs about its server (it is untrusted: rate-limited).
     pub(crate) log_limit: crate::protocol::text::LogLimiter,
+    /// The live stdio client a tool call may use from its caller's thread, published by the
+    /// link that dialled it and taken back when that link drops it.
+    direct: std::sync::RwLock<Option<Arc<Direct>>>,
 }
 
 impl ConnShared {
@@ -33,6 +38,7 @@ impl ConnShared {
             failed: Mutex::new(None),
             armed: Mutex::new(None),
             log_limit: Default::default(),
+            direct: std::sync::RwLock::new(None),
         }
     }
 
@@ -50,6 +56,42 @@ impl ConnShared {
 
     pub(crate) fn mark_closed(&self) {
         self.closed.store(true, Ordering::Release);
+        if let Ok(mut g) = self.direct.write() {
+            g.take();
+        }
+    }
+
+    /// The published client for a direct call: none once closed, when its client closed
+    /// (the actor dials again), or while a test armed a panic in the actor's call handler
+    /// (that call must reach the actor).
+    pub(crate) fn direct(&self) -> Option<Arc<Direct>> {
+        let d = self.direct.read().ok()?.clone()?;
+        if d.client.is_closed() || self.is_closed() || self.armed_at(PanicPoint::Call) {
+            return None;
+        }
+        Some(d)
+    }
+
+    pub(super) fn publish(&self, d: Direct) {
+        if let Ok(mut g) = self.direct.write() {
+            *g = Some(Arc::new(d));
+        }
+    }
+
+    /// Take back the published client if it is `client`.
+    pub(crate) fn unpublish(&self, client: &McpClient) {
+        if let Ok(mut g) = self.direct.write() {
+            if g.as_ref().is_some_and(|d| d.client.same(client)) {
+                g.take();
+            }
+        }
+    }
+
+    fn armed_at(&self, point: PanicPoint) -> bool {
+        self.armed
+            .lock()
+            .map(|g| *g == Some(point))
+            .unwrap_or(false)
     }
 
     pub fn failed(&self) -> Option<String> {
@@ -83,7 +125,7 @@ impl ConnShared {
     }
 
     /// Panic here if a test armed this point.
-    pub(super) fn trip(&self, point: PanicPoint) {
+    pub(crate) fn trip(&self, point: PanicPoint) {
         let hit = self
             .armed
             .lock()

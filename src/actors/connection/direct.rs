@@ -1,0 +1,99 @@
+//! Direct calls: a tool call on a live stdio connection made on the caller's own thread (the
+//! API worker that read the request), with the client the link dialled, instead of a message
+//! to the Connection actor on its arbiter. The request is written to the server's pipe by the
+//! caller's thread (`transport::stdio`), and only the answer crosses threads: the reader task
+//! on the arbiter completes the pending request and wakes the caller. Through the actor a
+//! call crossed twice (worker to arbiter to worker) and woke the arbiter to write it.
+//!
+//! The link publishes a client here when its dial succeeds ([`ConnShared::publish`]) and takes
+//! it back when it drops the client (a timeout, a loss, a close, a restart: the old link is
+//! dropped with its actor). A call finds no published client, and goes through the actor as
+//! before, when none was dialled yet, when the one published has closed (the actor dials
+//! again), for an HTTP server (its requests go out through its driver on the arbiter, and may
+//! need a token refreshed first), and for resources and prompts.
+//!
+//! A direct call keeps the actor's rules: never retried, one deadline (`callTimeoutMs`), a
+//! timed-out or lost call closes the client so that the next call dials again (the actor
+//! learns of it from the client's own `Closed` event, as it learns of a server that exited),
+//! errors cleaned of the server's secrets. It runs as a task of its own on the caller's
+//! runtime, so a caller that goes away does not cut it short (a timeout still closes the
+//! client), and a panic in it is caught there: the client is closed and taken back, the call
+//! answers `unknown` (it may have been sent), and the next call dials through the actor.
+//!
+//! Owns: what a direct call needs and how it runs. Must not touch: the actor, the link's
+//! state (the actor keeps both), the transport's internals.
+
+use super::link::{call_outcome, clean_call_error};
+use super::*;
+use crate::protocol::Params;
+
+/// A live stdio client published for direct calls, with what a call needs besides it.
+pub struct Direct {
+    pub(super) client: McpClient,
+    call_timeout: Duration,
+    server: Arc<str>,
+    redact: Redactor,
+}
+
+impl Direct {
+    pub(super) fn new(
+        client: McpClient,
+        call_timeout: Duration,
+        server: &str,
+        redact: Redactor,
+    ) -> Direct {
+        Direct {
+            client,
+            call_timeout,
+            server: server.into(),
+            redact,
+        }
+    }
+
+    /// Call tool `name` with `arguments` (the caller's JSON text) on this client, as a task of
+    /// its own on the current runtime. `shared` takes the client back if it must be dropped.
+    pub async fn call(
+        self: Arc<Self>,
+        shared: Arc<ConnShared>,
+        name: Arc<str>,
+        arguments: Box<serde_json::value::RawValue>,
+    ) -> Result<ResultText, CallError> {
+        let (d, owner) = (self.clone(), shared.clone());
+        let task = tokio::spawn(async move {
+            shared.trip(PanicPoint::DirectCall);
+            let params = Params::Named {
+                name: &name,
+                arguments: &arguments,
+            };
+            let r = d
+                .client
+                .request_text_params("tools/call", Some(params), d.call_timeout, &[])
+                .await;
+            let (answer, drop_client) = call_outcome(r, &d.client, || d.server.to_string());
+            if drop_client {
+                shared.unpublish(&d.client);
+                d.client.close();
+            }
+            answer.map_err(|e| clean_call_error(e, &d.redact))
+        });
+        match task.await {
+            Ok(answer) => answer,
+            Err(e) => {
+                // A panic (or the runtime shutting down) in the middle of a call: the request
+                // may have left. The client is closed and taken back; the next call dials.
+                let what = if e.is_panic() {
+                    "panicked"
+                } else {
+                    "was stopped"
+                };
+                tracing::error!(server = %self.server, "a direct call {what}; its client is closed");
+                owner.unpublish(&self.client);
+                self.client.close();
+                Err(CallError::Unknown {
+                    server: self.server.to_string(),
+                    reason: format!("the call {what} in albedo"),
+                })
+            }
+        }
+    }
+}
