@@ -7,12 +7,15 @@
 
 mod common;
 use albedo_mcp::protocol::jsonrpc::Message;
-use albedo_mcp::transport::stdio::{StdioSpec, StdioTransport};
+use albedo_mcp::transport::stdio::{
+    OffThread, StdioSpec, StdioTransport, WRITE_HERE_MAX_IN_FLIGHT,
+};
 use albedo_mcp::transport::{Inbound, InboundSink, OutKind, Outbound, Transport};
 use bytes::Bytes;
 use common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -150,6 +153,52 @@ async fn concurrent_direct_senders_keep_each_ones_order() {
             .collect();
         assert_eq!(seqs, (0..300).collect::<Vec<_>>(), "sender {k}");
     }
+    t.close();
+}
+
+/// A message from another thread is written by that thread only while few requests sent from
+/// other threads wait for their answers daemon-wide; past that it is queued for the writer task
+/// (which reaches the server all the same).
+#[tokio::test(flavor = "current_thread")]
+async fn under_load_a_message_from_another_thread_is_queued_for_the_writer() {
+    let echoes = Arc::new(Echoes::default());
+    let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
+    let from_other = |seq: u64| {
+        let t = t.clone();
+        std::thread::spawn(move || t.send(note(json!({"seq": seq}))).map_err(|e| e.to_string()))
+            .join()
+            .expect("the sender ends")
+    };
+    from_other(0).expect("sent");
+    assert_eq!(
+        t.stats.written_here.load(Ordering::Relaxed),
+        1,
+        "written at once"
+    );
+    let busy: Vec<OffThread> = (0..=WRITE_HERE_MAX_IN_FLIGHT)
+        .map(|_| OffThread::begin())
+        .collect();
+    from_other(1).expect("queued");
+    assert_eq!(
+        t.stats.written_here.load(Ordering::Relaxed),
+        1,
+        "queued, not written"
+    );
+    // The writer task (on this thread) writes it; until then a later message queues behind it.
+    assert_eq!(wait_for(&echoes, 2).await.len(), 2);
+    drop(busy);
+    from_other(2).expect("sent");
+    assert_eq!(
+        t.stats.written_here.load(Ordering::Relaxed),
+        2,
+        "written at once again"
+    );
+    let seqs: Vec<u64> = wait_for(&echoes, 3)
+        .await
+        .iter()
+        .map(|v| v["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![0, 1, 2], "all three arrive, in order");
     t.close();
 }
 

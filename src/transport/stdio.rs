@@ -13,7 +13,8 @@
 //! Writing: a message sent from the thread the transport was opened on (the connection's
 //! arbiter, where the writer task runs) is queued for the writer task, which batches what is
 //! queued into one write. One sent from another thread (the API worker of a direct call,
-//! `actors::handle`) is written to the pipe at once by that thread when nothing is queued,
+//! `actors::connection::direct`) is written to the pipe at once by that thread when nothing
+//! is queued and the daemon is lightly loaded ([`WRITE_HERE_MAX_IN_FLIGHT`]),
 //! with a non-blocking `writev` on a duplicate of the pipe's descriptor, so that the call
 //! does not wake the arbiter to write it; what the pipe does not take (it is full) is queued
 //! after it, and anything sent while something is queued is queued behind it, so the order
@@ -48,6 +49,36 @@ use tokio::sync::{mpsc, Notify};
 /// The longest launch error kept (the launcher's own words, with the command's).
 const LAUNCH_ERROR_CHARS: usize = 500;
 
+/// Requests sent from threads other than their transport's (direct calls on the API's
+/// workers) still waiting for an answer, daemon-wide: see [`OffThread`].
+static OFF_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+/// A message sent from another thread is written by that thread only while at most this many
+/// such requests are in flight across the daemon. Lightly loaded, the connection's arbiter is
+/// asleep, and writing here saves waking it (one thread crossing of the two a call had). Under
+/// load the arbiter is awake anyway to read answers, while a worker that writes to many idle
+/// servers wakes each of them on its own core and is preempted by them: with 200 sessions x 5
+/// servers at 256 calls in flight, writing here always cost 20-30 % of the calls per second
+/// (`albedo-mcp-bench --only scale`; README, "Benchmarks").
+pub const WRITE_HERE_MAX_IN_FLIGHT: usize = 2;
+
+/// Counts one request sent from another thread while its caller waits for the answer (held by
+/// a direct call for its whole length): the load [`WRITE_HERE_MAX_IN_FLIGHT`] is read against.
+pub struct OffThread(());
+
+impl OffThread {
+    pub fn begin() -> OffThread {
+        OFF_THREAD.fetch_add(1, Ordering::Relaxed);
+        OffThread(())
+    }
+}
+
+impl Drop for OffThread {
+    fn drop(&mut self) {
+        OFF_THREAD.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The most bytes of messages that may wait for the server's stdin (32 MiB).
 pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 
@@ -75,6 +106,9 @@ pub struct StdioStats {
     pub batches_refused: AtomicU64,
     /// Server requests over the rate limit, dropped without an answer.
     pub requests_dropped: AtomicU64,
+    /// Messages written by the thread that sent them (not the writer task's), in whole or in
+    /// part.
+    pub written_here: AtomicU64,
     /// Warnings about what the server sent (it is untrusted: 10 a minute).
     pub log_limit: crate::protocol::text::LogLimiter,
 }
@@ -542,8 +576,15 @@ impl Transport for StdioTransport {
         // Off the writer's thread with nothing queued: written here, at once. `bytes` is 0
         // only when the writer task has written all it was given (it counts down after its
         // write), and everything that queues does so under this lock.
-        if bytes.load(Ordering::Acquire) == 0 && std::thread::current().id() != self.link.home {
-            match write_now(&out.direct, &body) {
+        if bytes.load(Ordering::Acquire) == 0
+            && OFF_THREAD.load(Ordering::Relaxed) <= WRITE_HERE_MAX_IN_FLIGHT
+            && std::thread::current().id() != self.link.home
+        {
+            let written = write_now(&out.direct, &body);
+            if matches!(written, Written::All | Written::Part(_)) {
+                self.link.stats.written_here.fetch_add(1, Ordering::Relaxed);
+            }
+            match written {
                 Written::All => {
                     drop(guard);
                     ack_notification(msg.kind, msg.ack);

@@ -3,7 +3,9 @@
 //! to the Connection actor on its arbiter. The request is written to the server's pipe by the
 //! caller's thread (`transport::stdio`), and only the answer crosses threads: the reader task
 //! on the arbiter completes the pending request and wakes the caller. Through the actor a
-//! call crossed twice (worker to arbiter to worker) and woke the arbiter to write it.
+//! call crossed twice (worker to arbiter to worker) and woke the arbiter to write it. Under
+//! load the transport queues the request for its writer task instead (the arbiter is awake;
+//! `transport::stdio::WRITE_HERE_MAX_IN_FLIGHT`), and the call still skips the actor.
 //!
 //! The link publishes a client here when its dial succeeds ([`ConnShared::publish`]) and takes
 //! it back when it drops the client (a timeout, a loss, a close, a restart: the old link is
@@ -60,6 +62,9 @@ impl Direct {
     ) -> Result<ResultText, CallError> {
         let (d, owner) = (self.clone(), shared.clone());
         let task = tokio::spawn(async move {
+            // Counted while it waits: the stdio transport writes a request on this thread only
+            // while few such calls are in flight.
+            let _waiting = crate::transport::stdio::OffThread::begin();
             shared.trip(PanicPoint::DirectCall);
             let params = Params::Named {
                 name: &name,
