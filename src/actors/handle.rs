@@ -8,7 +8,11 @@
 //! preparation, a superseded reload, a join for a session that is gone) closes what it
 //! started without a path that could forget to.
 //!
-//! Owns: the current address, closing for good. Must not touch: the API, transports.
+//! A tool call on a live stdio client does not reach the actor at all: `call` hands it to the
+//! client the link published (`connection/direct.rs`), on the caller's own thread.
+//!
+//! Owns: the current address, closing for good, which way a call goes. Must not touch: the
+//! API, transports.
 
 use super::connection::{
     Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover,
