@@ -207,7 +207,12 @@ fn above_stdio(fd: OwnedFd, what: &str) -> Result<OwnedFd, TransportError> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    let dup = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
+    dup_above_stdio(&fd, what)
+}
+
+/// A new descriptor for what `fd` refers to, above the standard ones and closed on exec.
+fn dup_above_stdio(fd: impl std::os::fd::AsFd, what: &str) -> Result<OwnedFd, TransportError> {
+    let dup = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
         .map_err(|e| TransportError::Spawn(format!("{what}: {e}")))?;
     // SAFETY: a descriptor fcntl just created, owned by nothing else.
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
@@ -666,13 +671,12 @@ fn ack_notification(
 /// keeps the original: both share one open file description) and closed on exec.
 fn direct_writer(stdin: &tokio::process::ChildStdin) -> Result<std::fs::File, TransportError> {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let failed = |e: nix::Error| TransportError::Spawn(format!("the server's stdin: {e}"));
+    const WHAT: &str = "the server's stdin";
     // SAFETY: the descriptor is the child's stdin pipe, open for as long as `stdin` lives;
     // it is only borrowed here, to duplicate it.
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stdin.as_raw_fd()) };
-    let dup = fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(3)).map_err(failed)?;
-    // SAFETY: a descriptor fcntl just created, owned by nothing else.
-    let dup = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
+    let dup = dup_above_stdio(fd, WHAT)?;
+    let failed = |e: nix::Error| TransportError::Spawn(format!("{WHAT}: {e}"));
     let flags = OFlag::from_bits_truncate(fcntl(&dup, FcntlArg::F_GETFL).map_err(failed)?);
     if !flags.contains(OFlag::O_NONBLOCK) {
         fcntl(&dup, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(failed)?;

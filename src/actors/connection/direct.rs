@@ -52,6 +52,12 @@ impl Direct {
         }
     }
 
+    /// Take the client back from `shared` and close it: the next call dials through the actor.
+    fn retire(&self, shared: &ConnShared) {
+        shared.unpublish(&self.client);
+        self.client.close();
+    }
+
     /// Call tool `name` with `arguments` (the caller's JSON text) on this client, as a task of
     /// its own on the current runtime. `shared` takes the client back if it must be dropped.
     pub async fn call(
@@ -76,8 +82,7 @@ impl Direct {
                 .await;
             let (answer, drop_client) = call_outcome(r, &d.client, || d.server.to_string());
             if drop_client {
-                shared.unpublish(&d.client);
-                d.client.close();
+                d.retire(&shared);
             }
             answer.map_err(|e| clean_call_error(e, &d.redact))
         });
@@ -92,8 +97,7 @@ impl Direct {
                     "was stopped"
                 };
                 tracing::error!(server = %self.server, "a direct call {what}; its client is closed");
-                owner.unpublish(&self.client);
-                self.client.close();
+                self.retire(&owner);
                 Err(CallError::Unknown {
                     server: self.server.to_string(),
                     reason: format!("the call {what} in albedo"),

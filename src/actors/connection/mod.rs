@@ -625,6 +625,11 @@ impl Handler<ArmPanic> for Connection {
                 if let Ok(mut g) = self.shared.armed.lock() {
                     *g = Some(p);
                 }
+                // The next call must reach this handler, not run directly on its caller's
+                // thread with the published client.
+                if p == PanicPoint::Call {
+                    self.shared.withdraw();
+                }
             }
         }
     }

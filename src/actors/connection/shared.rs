@@ -56,20 +56,25 @@ impl ConnShared {
 
     pub(crate) fn mark_closed(&self) {
         self.closed.store(true, Ordering::Release);
-        if let Ok(mut g) = self.direct.write() {
-            g.take();
-        }
+        self.withdraw();
     }
 
-    /// The published client for a direct call: none once closed, when its client closed
-    /// (the actor dials again), or while a test armed a panic in the actor's call handler
-    /// (that call must reach the actor).
+    /// The published client for a direct call: none once closed, or when its client closed
+    /// (the actor dials again).
     pub(crate) fn direct(&self) -> Option<Arc<Direct>> {
         let d = self.direct.read().ok()?.clone()?;
-        if d.client.is_closed() || self.is_closed() || self.armed_at(PanicPoint::Call) {
+        if d.client.is_closed() || self.is_closed() {
             return None;
         }
         Some(d)
+    }
+
+    /// Take back whatever client is published: calls go through the actor until the next
+    /// dial publishes one (a close; a test arming a panic in the actor's call handler).
+    pub(super) fn withdraw(&self) {
+        if let Ok(mut g) = self.direct.write() {
+            g.take();
+        }
     }
 
     pub(super) fn publish(&self, d: Direct) {
@@ -85,13 +90,6 @@ impl ConnShared {
                 g.take();
             }
         }
-    }
-
-    fn armed_at(&self, point: PanicPoint) -> bool {
-        self.armed
-            .lock()
-            .map(|g| *g == Some(point))
-            .unwrap_or(false)
     }
 
     pub fn failed(&self) -> Option<String> {
