@@ -5,9 +5,16 @@
 //! changing with each, because the target compares them: measured with every other client
 //! and variant in between, the ratio moved with the machine's drift.
 //!
+//! Beside them, the HTTP floor for one large answer (`large_http_floor`): the API's load
+//! generator reading the same 10 MiB answer straight from the bench's HTTP server, with no
+//! daemon between them. The daemon's answer is one more such crossing after the server's: the
+//! summary reads the API's share of the client against the share a daemon that sent its
+//! answer as fast as that server could reach without overlapping the two.
+//!
 //! Owns: those scenarios' records. Must not touch: the summary.
 
 use super::*;
+use daemon::load;
 
 impl Bench {
     pub(crate) fn large(&mut self) {
@@ -38,6 +45,7 @@ impl Bench {
         // same size, as each client had (its peak counts from before that first large call).
         for (k, (scenario, target)) in variants.iter().enumerate() {
             let job = client_job(target, &self.sizes);
+            self.large_floor(bytes);
             if k % 2 == 0 {
                 self.large_client(scenario, &job);
                 self.large_api(scenario, target, bytes);
@@ -53,6 +61,35 @@ impl Bench {
         if let Some(out) = self.run_client(ALBEDO, job) {
             self.record_levels(scenario, ALBEDO, &out, &json!({}));
         }
+    }
+
+    /// The HTTP floor for one large answer: the load generator that reads the API's answers
+    /// posts the `big` call as JSON-RPC straight to the bench's HTTP server (one thread, the
+    /// text cached and written as it is, no MCP library) over TCP, one call at a time, after
+    /// one call of the same size. Measured before each variant's pair, so the median sees the
+    /// same moments as the pairs. CPU is the server's.
+    fn large_floor(&mut self, bytes: u64) {
+        let Some(pid) = self.http.as_ref().map(|(p, _)| p.pid()) else {
+            return;
+        };
+        let addr = format!("127.0.0.1:{}", self.http_port());
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "big", "arguments": {"bytes": bytes}}})
+        .to_string()
+        .into_bytes();
+        let calls = self.sizes.big_calls;
+        let r = self.rt.block_on(async {
+            let mut conns = vec![httpc::Conn::new(&addr, "")];
+            let far = Instant::now() + Duration::from_secs(3600);
+            let path = ["/mcp".to_owned()];
+            load(&mut conns, &path, &body, far, Some(1)).await;
+            measured(pid, load(&mut conns, &path, &body, far, Some(calls))).await
+        });
+        let mut rec = r.record(LARGE_FLOOR_SCENARIO, LOADGEN, 1);
+        rec["mb_per_s"] = json!(r.bytes as f64 / r.elapsed_s.max(1e-9) / 1e6);
+        rec["result_bytes"] = json!(bytes);
+        rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
+        self.push(rec);
     }
 
     /// One variant through the daemon's API, over TCP and over the socket.

@@ -276,6 +276,8 @@ const FLOOR_CALL: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","par
 /// The HTTP floor under load: its scenario, and its client (the API's load generator).
 const HTTP_FLOOR_SCENARIO: &str = "http_floor_load";
 const LOADGEN: &str = "loadgen";
+/// The HTTP floor for one large answer (`large.rs`): its scenario.
+const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
 /// The fleet's windows (by when a call started), and what makes a call slow in one.
 const FLEET_WINDOW_MS: u64 = 100;
 const FLEET_SLOW_US: u32 = 5_000;
