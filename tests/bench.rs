@@ -156,6 +156,22 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             number(find(s, client, 1), "mb_per_s");
         }
     }
+    // The HTTP floor for one large answer: the load generator straight at the bench's HTTP
+    // server; the HTTP targets over TCP read the share it allows.
+    number(find("large_http_floor", "loadgen", 1), "mb_per_s");
+    let targets = doc["targets"].as_array().unwrap();
+    for s in ["large_http_json", "large_http_sse"] {
+        let name = format!("{s}: through the API >= 80% of the client's MB/s");
+        let t = targets.iter().find(|t| t["target"] == name.as_str());
+        let t = t.unwrap_or_else(|| panic!("no target {name}"));
+        assert!(
+            t["detail"]
+                .as_str()
+                .unwrap()
+                .contains("the HTTP floor for one such answer"),
+            "{t}"
+        );
+    }
     // Scale: memory per idle HTTP connection and per stdio session, calls with all live.
     number(
         one("scale_http_connections"),
