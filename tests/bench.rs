@@ -84,7 +84,7 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             assert!(ratio["albedo_vs_rmcp_calls_per_s"].is_number(), "{ratio}");
             if scenario == "roundtrip_stdio" && c == 256 {
                 // The API's share of the client's calls and of the HTTP floor's, over TCP
-                // and over the socket.
+                // and over the socket, and the share the CPU per call allows.
                 for who in ["albedo-daemon-api", "albedo-daemon-api-socket"] {
                     let share = doc["ratios"]
                         .as_array()
@@ -98,6 +98,12 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                     );
                     assert!(
                         share["api_share_of_http_floor_calls_per_s"].is_number(),
+                        "{share}"
+                    );
+                    // What a daemon that cost no more than the floor's server and the
+                    // client together could reach, in CPU.
+                    assert!(
+                        share["cpu_bound_share_of_client_calls_per_s"].is_number(),
                         "{share}"
                     );
                 }

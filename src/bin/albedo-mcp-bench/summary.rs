@@ -202,6 +202,34 @@ impl Bench {
                                 100.0 * api_share,
                                 100.0 * target_share
                             );
+                            // In CPU: the load generator's own per call on this way in, the
+                            // floor's server for an HTTP exchange that does nothing else, and
+                            // the client's whole call (the cores over its calls/s). A daemon
+                            // that cost no more than that server and the client together
+                            // would take this much of the cores per call.
+                            let cores = std::thread::available_parallelism()
+                                .map(|n| n.get() as f64)
+                                .unwrap_or(1.0);
+                            if let (Some(gen), Some(server)) = (
+                                self.median(scenario, who, top, "loadgen_cpu_us_per_call"),
+                                self.median(HTTP_FLOOR_SCENARIO, LOADGEN, top, "cpu_us_per_call"),
+                            ) {
+                                let client_us = cores * 1e6 / c.0.max(1.0);
+                                let sum = gen.0 + server.0 + client_us;
+                                let bound = cores * 1e6 / sum.max(1e-9) / c.0.max(1.0);
+                                ratio["cpu_bound_share_of_client_calls_per_s"] = json!(bound);
+                                detail += &format!(
+                                    "; in CPU per call, the load generator {:.1} us + the floor's \
+                                     server {:.1} us + the client's whole call {:.1} us = {:.1} \
+                                     us of the {cores:.0} cores: a daemon that cost no more than \
+                                     that server and the client together reaches at most {:.0}%",
+                                    gen.0,
+                                    server.0,
+                                    client_us,
+                                    sum,
+                                    100.0 * bound
+                                );
+                            }
                         }
                         ratios.push(ratio);
                         target(
