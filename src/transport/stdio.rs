@@ -672,10 +672,7 @@ fn ack_notification(
 fn direct_writer(stdin: &tokio::process::ChildStdin) -> Result<std::fs::File, TransportError> {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
     const WHAT: &str = "the server's stdin";
-    // SAFETY: the descriptor is the child's stdin pipe, open for as long as `stdin` lives;
-    // it is only borrowed here, to duplicate it.
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stdin.as_raw_fd()) };
-    let dup = dup_above_stdio(fd, WHAT)?;
+    let dup = dup_above_stdio(stdin, WHAT)?;
     let failed = |e: nix::Error| TransportError::Spawn(format!("{WHAT}: {e}"));
     let flags = OFlag::from_bits_truncate(fcntl(&dup, FcntlArg::F_GETFL).map_err(failed)?);
     if !flags.contains(OFlag::O_NONBLOCK) {

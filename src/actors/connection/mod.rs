@@ -33,7 +33,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -273,6 +273,13 @@ impl Connection {
     }
 
     fn fresh_link(&mut self, ctx: &mut Context<Self>) {
+        let rx = self.replace_link();
+        self.stream = Some(ctx.add_stream(tokio_stream_from(rx)));
+    }
+
+    /// Drop the link's client and put a new link in its place; its events come on the
+    /// receiver returned.
+    fn replace_link(&mut self) -> mpsc::UnboundedReceiver<ClientEvent> {
         self.link.drop_client();
         let (tx, rx) = mpsc::unbounded_channel();
         self.link = Link::new(
@@ -281,7 +288,7 @@ impl Connection {
             self.shared.clone(),
             tx,
         );
-        self.stream = Some(ctx.add_stream(tokio_stream_from(rx)));
+        rx
     }
 
     /// Close for good: drop the client and the event stream's sender; the actor ends when
@@ -297,14 +304,8 @@ impl Connection {
         if let Some(h) = self.discovery.take() {
             ctx.cancel_future(h);
         }
-        self.link.drop_client();
-        let (tx, _rx) = mpsc::unbounded_channel();
-        self.link = Link::new(
-            self.server.clone(),
-            self.ctx.clone(),
-            self.shared.clone(),
-            tx,
-        );
+        // Nothing listens to a closed connection's events.
+        drop(self.replace_link());
         self.link.set_state(LinkState::Closed);
     }
 
@@ -612,9 +613,7 @@ impl Handler<ArmPanic> for Connection {
                 }));
             }
             PanicPoint::Event => {
-                if let Ok(mut g) = self.shared.armed.lock() {
-                    *g = Some(PanicPoint::Event);
-                }
+                self.shared.arm(PanicPoint::Event);
                 // Any event reaches the stream handler; a synthetic one is enough.
                 let _ = self
                     .link
@@ -622,9 +621,7 @@ impl Handler<ArmPanic> for Connection {
                     .send(ClientEvent::Closed("injected".into()));
             }
             p => {
-                if let Ok(mut g) = self.shared.armed.lock() {
-                    *g = Some(p);
-                }
+                self.shared.arm(p);
                 // The next call must reach this handler, not run directly on its caller's
                 // thread with the published client.
                 if p == PanicPoint::Call {

@@ -18,8 +18,9 @@ pub struct ConnShared {
     restarts: AtomicU32,
     closed: AtomicBool,
     failed: Mutex<Option<String>>,
-    /// Test hook: the next handler of this kind panics (see [`ArmPanic`]).
-    pub(super) armed: Mutex<Option<PanicPoint>>,
+    /// Test hook: the next handler of this kind panics (see [`ArmPanic`]), held as
+    /// `point as u8 + 1` (0: none) so that every call reads it without a lock.
+    armed: AtomicU8,
     /// Lines this connection logs about its server (it is untrusted: rate-limited).
     pub(crate) log_limit: crate::protocol::text::LogLimiter,
     /// The live stdio client a tool call may use from its caller's thread, published by the
@@ -36,7 +37,7 @@ impl ConnShared {
             restarts: AtomicU32::new(0),
             closed: AtomicBool::new(false),
             failed: Mutex::new(None),
-            armed: Mutex::new(None),
+            armed: AtomicU8::new(0),
             log_limit: Default::default(),
             direct: std::sync::RwLock::new(None),
         }
@@ -122,21 +123,20 @@ impl ConnShared {
         }
     }
 
-    /// Panic here if a test armed this point.
+    /// Arm `point`: the next time it is reached, it panics (tests only).
+    pub(super) fn arm(&self, point: PanicPoint) {
+        self.armed.store(point as u8 + 1, Ordering::Release);
+    }
+
+    /// Panic here if a test armed this point (one atomic load when none is armed).
     pub(crate) fn trip(&self, point: PanicPoint) {
-        let hit = self
-            .armed
-            .lock()
-            .map(|mut g| {
-                if *g == Some(point) {
-                    *g = None;
-                    true
-                } else {
-                    false
-                }
-            })
-            .unwrap_or(false);
-        if hit {
+        let code = point as u8 + 1;
+        if self.armed.load(Ordering::Relaxed) == code
+            && self
+                .armed
+                .compare_exchange(code, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
             panic!("injected panic in {point:?}");
         }
     }

@@ -223,11 +223,28 @@ impl Bench {
         body: &[u8],
         calls: u64,
     ) -> LoadResult {
+        self.count_on(d.conn_via(socket.as_ref()), d.pid(), path, body, 0, calls)
+    }
+
+    /// `calls` sequential posts of `body` to `path` on `conn`, after `warm` unmeasured ones
+    /// on the same connection, with the CPU of process `pid`.
+    pub(crate) fn count_on(
+        &self,
+        conn: httpc::Conn,
+        pid: i32,
+        path: &str,
+        body: &[u8],
+        warm: u64,
+        calls: u64,
+    ) -> LoadResult {
         self.rt.block_on(async {
-            let mut conns = vec![d.conn_via(socket.as_ref())];
+            let mut conns = vec![conn];
             let far = Instant::now() + Duration::from_secs(3600);
             let path = [path.to_owned()];
-            measured(d.pid(), load(&mut conns, &path, body, far, Some(calls))).await
+            if warm > 0 {
+                load(&mut conns, &path, body, far, Some(warm)).await;
+            }
+            measured(pid, load(&mut conns, &path, body, far, Some(calls))).await
         })
     }
 }

@@ -14,7 +14,6 @@
 //! Owns: those scenarios' records. Must not touch: the summary.
 
 use super::*;
-use daemon::load;
 
 impl Bench {
     pub(crate) fn large(&mut self) {
@@ -69,22 +68,15 @@ impl Bench {
     /// one call of the same size. Measured before each variant's pair, so the median sees the
     /// same moments as the pairs. CPU is the server's.
     fn large_floor(&mut self, bytes: u64) {
-        let Some(pid) = self.http.as_ref().map(|(p, _)| p.pid()) else {
+        let Some((pid, addr)) = self.http_floor_server() else {
             return;
         };
-        let addr = format!("127.0.0.1:{}", self.http_port());
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "big", "arguments": {"bytes": bytes}}})
         .to_string()
         .into_bytes();
-        let calls = self.sizes.big_calls;
-        let r = self.rt.block_on(async {
-            let mut conns = vec![httpc::Conn::new(&addr, "")];
-            let far = Instant::now() + Duration::from_secs(3600);
-            let path = ["/mcp".to_owned()];
-            load(&mut conns, &path, &body, far, Some(1)).await;
-            measured(pid, load(&mut conns, &path, &body, far, Some(calls))).await
-        });
+        let conn = httpc::Conn::new(&addr, "");
+        let r = self.count_on(conn, pid, "/mcp", &body, 1, self.sizes.big_calls);
         let mut rec = r.record(LARGE_FLOOR_SCENARIO, LOADGEN, 1);
         rec["mb_per_s"] = json!(r.bytes as f64 / r.elapsed_s.max(1e-9) / 1e6);
         rec["result_bytes"] = json!(bytes);

@@ -505,6 +505,12 @@ impl Bench {
         Ok(())
     }
 
+    /// The bench's HTTP server as the floors reach it: its process id and its address.
+    fn http_floor_server(&self) -> Option<(i32, String)> {
+        let (p, port) = self.http.as_ref()?;
+        Some((p.pid(), format!("127.0.0.1:{port}")))
+    }
+
     fn http_port(&self) -> u16 {
         self.http.as_ref().map(|(_, p)| *p).unwrap_or(0)
     }
@@ -705,6 +711,13 @@ fn print_record(r: &Value) {
     }
 }
 
+/// The cores this run may use (0 when the system does not say).
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0)
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -715,9 +728,7 @@ fn machine() -> String {
                 .map(|(_, v)| v.trim().to_owned())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    let cores = cores();
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {

@@ -43,10 +43,9 @@ impl Bench {
     /// generator beside it; the API's figures at each level are read against it. CPU is the
     /// server process's.
     pub(crate) fn http_floor_load(&mut self, rep: usize) {
-        let Some(pid) = self.http.as_ref().map(|(p, _)| p.pid()) else {
+        let Some((pid, addr)) = self.http_floor_server() else {
             return;
         };
-        let addr = format!("127.0.0.1:{}", self.http_port());
         let paths = ["/mcp".to_owned()];
         for c in self.sizes.levels.clone() {
             let c = c as usize;

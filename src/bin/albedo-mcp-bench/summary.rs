@@ -6,6 +6,51 @@
 use super::*;
 
 impl Bench {
+    /// At 256 in flight, the share of the client's calls/s a daemon could reach that cost no
+    /// more than the HTTP floor's server and the client together, in CPU per call: the load
+    /// generator's own on this way in (`who`), the floor's server for an HTTP exchange that
+    /// does nothing else, and the client's whole call (the cores over its calls/s). The share,
+    /// and the words for the target's detail.
+    fn cpu_bound(
+        &self,
+        scenario: &str,
+        who: &str,
+        c: u64,
+        client_cps: f64,
+    ) -> Option<(f64, String)> {
+        let gen = self.median(scenario, who, c, "loadgen_cpu_us_per_call")?.0;
+        let server = self
+            .median(HTTP_FLOOR_SCENARIO, LOADGEN, c, "cpu_us_per_call")?
+            .0;
+        let cores = cores().max(1) as f64;
+        let client_us = cores * 1e6 / client_cps.max(1.0);
+        let sum = gen + server + client_us;
+        let bound = cores * 1e6 / sum.max(1e-9) / client_cps.max(1.0);
+        let text = format!(
+            "; in CPU per call, the load generator {gen:.1} us + the floor's server {server:.1} \
+             us + the client's whole call {client_us:.1} us = {sum:.1} us of the {cores:.0} \
+             cores: a daemon that cost no more than that server and the client together reaches \
+             at most {:.0}%",
+            100.0 * bound
+        );
+        Some((bound, text))
+    }
+
+    /// For 10 MiB over HTTP through TCP, the most a daemon can reach that holds the whole
+    /// answer before it sends its own: two crossings, each at best the large-answer floor's
+    /// (B/F), against the client's one (B/C): F / 2C. Words for the target's detail, or none
+    /// without the floor.
+    fn large_ceiling(&self, client_mbs: f64) -> String {
+        let Some((f, _)) = self.median(LARGE_FLOOR_SCENARIO, LOADGEN, 1, "mb_per_s") else {
+            return String::new();
+        };
+        format!(
+            "; the HTTP floor for one such answer: {f:.0} MB/s, so a daemon that takes the \
+             whole answer in before it sends reaches at most {:.0}% (two such crossings)",
+            100.0 * f / (2.0 * client_mbs).max(1e-9)
+        )
+    }
+
     pub(crate) fn median(
         &self,
         scenario: &str,
@@ -202,34 +247,10 @@ impl Bench {
                                 100.0 * api_share,
                                 100.0 * target_share
                             );
-                            // In CPU: the load generator's own per call on this way in, the
-                            // floor's server for an HTTP exchange that does nothing else, and
-                            // the client's whole call (the cores over its calls/s). A daemon
-                            // that cost no more than that server and the client together
-                            // would take this much of the cores per call.
-                            let cores = std::thread::available_parallelism()
-                                .map(|n| n.get() as f64)
-                                .unwrap_or(1.0);
-                            if let (Some(gen), Some(server)) = (
-                                self.median(scenario, who, top, "loadgen_cpu_us_per_call"),
-                                self.median(HTTP_FLOOR_SCENARIO, LOADGEN, top, "cpu_us_per_call"),
-                            ) {
-                                let client_us = cores * 1e6 / c.0.max(1.0);
-                                let sum = gen.0 + server.0 + client_us;
-                                let bound = cores * 1e6 / sum.max(1e-9) / c.0.max(1.0);
-                                ratio["cpu_bound_share_of_client_calls_per_s"] = json!(bound);
-                                detail += &format!(
-                                    "; in CPU per call, the load generator {:.1} us + the floor's \
-                                     server {:.1} us + the client's whole call {:.1} us = {:.1} \
-                                     us of the {cores:.0} cores: a daemon that cost no more than \
-                                     that server and the client together reaches at most {:.0}%",
-                                    gen.0,
-                                    server.0,
-                                    client_us,
-                                    sum,
-                                    100.0 * bound
-                                );
-                            }
+                        }
+                        if let Some((bound, text)) = self.cpu_bound(scenario, who, top, c.0) {
+                            ratio["cpu_bound_share_of_client_calls_per_s"] = json!(bound);
+                            detail += &text;
                         }
                         ratios.push(ratio);
                         target(
@@ -342,22 +363,10 @@ impl Bench {
                 );
                 if let Some(c) = self.median(s, ALBEDO, 1, "mb_per_s") {
                     let share = mbs / c.0.max(1e-9);
-                    // Over TCP from an HTTP server, the most a daemon can reach here that
-                    // holds the whole answer before it sends its own: two crossings, each at
-                    // best the HTTP floor's (B/F), against the client's one (B/C): F / 2C.
-                    let ceiling = match (
-                        who,
-                        s != "large_stdio",
-                        self.median(LARGE_FLOOR_SCENARIO, LOADGEN, 1, "mb_per_s"),
-                    ) {
-                        (API, true, Some(f)) => format!(
-                            "; the HTTP floor for one such answer: {:.0} MB/s, so a daemon \
-                             that takes the whole answer in before it sends reaches at most \
-                             {:.0}% (two such crossings)",
-                            f.0,
-                            100.0 * f.0 / (2.0 * c.0).max(1e-9)
-                        ),
-                        _ => String::new(),
+                    let ceiling = if who == API && s != "large_stdio" {
+                        self.large_ceiling(c.0)
+                    } else {
+                        String::new()
                     };
                     target(
                         format!("{s}: through the API >= 80% of the client's MB/s{over}"),
