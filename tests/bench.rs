@@ -192,6 +192,29 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     number(one("fleet_sessions"), "windows");
     assert!(one("fleet_sessions")["windows_with_a_call_over_5ms"].is_u64());
     assert_eq!(one("fleet_sessions")["errors"], 0);
+    // The same schedule without the daemon, which the API's fleet is read against: albedo's
+    // client alone at as many servers, and the load generator at the HTTP floor.
+    for (s, client) in [
+        ("fleet_sessions", "albedo"),
+        ("fleet_http_floor", "loadgen"),
+    ] {
+        let r = records
+            .iter()
+            .find(|r| r["scenario"] == s && r["client"] == client)
+            .unwrap_or_else(|| panic!("no record for {s} {client}"));
+        number(r, "p99_us");
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["windows_with_a_call_over_5ms"].is_u64(), "{r}");
+    }
+    let fleet = targets
+        .iter()
+        .find(|t| t["target"].as_str().unwrap().starts_with("fleet:"))
+        .expect("the fleet's target");
+    let detail = fleet["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("albedo's client alone: p99") && detail.contains("the HTTP floor: p99"),
+        "{fleet}"
+    );
     // Tool search: the bytes advertised at open deferred and not, search latency over
     // 5,000 tools, the ranking's share on the query set.
     number(one("tool_search_open"), "bytes_fewer_share");

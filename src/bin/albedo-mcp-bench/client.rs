@@ -98,9 +98,14 @@ pub fn run(job_text: &str) -> i32 {
     }
 }
 
-async fn drive(job: Value) -> Value {
-    let t0 = Instant::now();
-    let (client, sink, _events) = McpClient::new();
+/// One client connected to the job's server (handshake done), with what it needs kept alive.
+struct Connected {
+    client: McpClient,
+    _events: tokio::sync::mpsc::UnboundedReceiver<albedo_mcp::client::ClientEvent>,
+}
+
+async fn connect(job: &Value) -> Result<Connected, String> {
+    let (client, sink, events) = McpClient::new();
     let transport: Result<SharedTransport, String> = match job["transport"].as_str() {
         Some("stdio") => {
             let mut env = BTreeMap::new();
@@ -143,14 +148,25 @@ async fn drive(job: Value) -> Value {
             }
         }
     };
-    let transport = match transport {
-        Ok(t) => t,
-        Err(e) => return json!({"error": format!("connect: {e}")}),
-    };
-    client.attach(transport);
-    if let Err(e) = handshake::handshake(&client, Duration::from_secs(30)).await {
-        return json!({"error": format!("connect: {e}")});
+    client.attach(transport.map_err(|e| format!("connect: {e}"))?);
+    handshake::handshake(&client, Duration::from_secs(30))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    Ok(Connected {
+        client,
+        _events: events,
+    })
+}
+
+async fn drive(job: Value) -> Value {
+    if job["fleet"].is_object() {
+        return fleet(&job).await;
     }
+    let t0 = Instant::now();
+    let Connected { client, _events } = match connect(&job).await {
+        Ok(c) => c,
+        Err(e) => return json!({"error": e}),
+    };
     if let Err(e) = discovery::list_all(
         &client,
         "tools/list",
@@ -172,4 +188,92 @@ async fn drive(job: Value) -> Value {
     .await;
     client.close();
     json!({"connect_ms": connect_ms, "levels": levels})
+}
+
+/// The agent fleet straight through the client, as the daemon's connections make it: `sessions`
+/// groups of `per_session` servers (each behind the launcher, as the daemon starts them), every
+/// group one call every `period_ms` (to its servers in turn) for `duration_ms`, the groups
+/// spread over the first period. All on this one thread (the daemon's connections run on its
+/// arbiters): no HTTP, no second thread. The same schedule as the API's fleet in `scale.rs`.
+async fn fleet(job: &Value) -> Value {
+    let f = &job["fleet"];
+    let n = |k: &str, d: u64| f[k].as_u64().unwrap_or(d);
+    let (sessions, per) = (
+        n("sessions", 200) as usize,
+        n("per_session", 5).max(1) as usize,
+    );
+    let period = Duration::from_millis(n("period_ms", 10));
+    let duration = Duration::from_millis(n("duration_ms", 30_000));
+    let (window_ms, slow_us) = (n("window_ms", 100).max(1), n("slow_us", 5_000) as u32);
+    let t0 = Instant::now();
+    // Started and shaken hands with as many at a time as the daemon dials by default.
+    let mut servers = Vec::with_capacity(sessions * per);
+    while servers.len() < sessions * per {
+        let batch = (sessions * per - servers.len()).min(64);
+        for c in futures_util::future::join_all((0..batch).map(|_| connect(job))).await {
+            match c {
+                Ok(c) => servers.push(c),
+                Err(e) => return json!({"error": e}),
+            }
+        }
+    }
+    let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let params = Rc::new(json!({
+        "name": job["tool"].as_str().unwrap_or("echo"),
+        "arguments": job["arguments"].clone(),
+    }));
+    let cpu0 = measure::cpu_us();
+    let began = Instant::now();
+    let until = began + duration;
+    let groups = servers.chunks(per).enumerate().map(|(k, group)| {
+        let params = params.clone();
+        async move {
+            let start = tokio::time::Instant::now() + period * k as u32 / sessions.max(1) as u32;
+            let mut tick = tokio::time::interval_at(start, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let (mut lat, mut errors, mut slow) = (Vec::new(), 0u64, Vec::new());
+            for i in 0.. {
+                tick.tick().await;
+                if Instant::now() >= until {
+                    break;
+                }
+                let t = Instant::now();
+                match group[i % group.len()]
+                    .client
+                    .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)
+                    .await
+                {
+                    Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => {
+                        let l = measure::micros(t);
+                        lat.push(l);
+                        if l > slow_us {
+                            slow.push(
+                                t.saturating_duration_since(began).as_millis() as u64 / window_ms,
+                            );
+                        }
+                    }
+                    other => {
+                        if errors == 0 {
+                            eprintln!("albedo client: fleet call failed: {other:?}");
+                        }
+                        errors += 1;
+                    }
+                }
+            }
+            (lat, errors, slow)
+        }
+    });
+    let (mut lat, mut errors, mut slow) = (Vec::new(), 0, std::collections::BTreeSet::new());
+    for (l, e, s) in futures_util::future::join_all(groups).await {
+        lat.extend(l);
+        errors += e;
+        slow.extend(s);
+    }
+    let elapsed = began.elapsed().as_secs_f64();
+    let cpu = measure::cpu_us().saturating_sub(cpu0);
+    for s in &servers {
+        s.client.close();
+    }
+    let level = measure::record(sessions, lat, 0, errors, elapsed, cpu);
+    json!({"connect_ms": connect_ms, "levels": [level], "slow_windows": slow.len()})
 }

@@ -278,6 +278,11 @@ const HTTP_FLOOR_SCENARIO: &str = "http_floor_load";
 const LOADGEN: &str = "loadgen";
 /// The HTTP floor for one large answer (`large.rs`): its scenario.
 const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
+/// The agent fleet (`scale.rs`): each session's period, the scenario through the API and
+/// albedo's client, and the same schedule at the HTTP floor.
+const FLEET_PERIOD_MS: u64 = 10;
+const FLEET_SCENARIO: &str = "fleet_sessions";
+const FLEET_FLOOR_SCENARIO: &str = "fleet_http_floor";
 /// The fleet's windows (by when a call started), and what makes a call slow in one.
 const FLEET_WINDOW_MS: u64 = 100;
 const FLEET_SLOW_US: u32 = 5_000;

@@ -1,5 +1,6 @@
 //! Scale (`--only scale`): 1,000 idle HTTP connections, 200 sessions x 5 stdio servers, and the
-//! agent fleet (those sessions, one call each every 10 ms).
+//! agent fleet (those sessions, one call each every 10 ms), through the API and, for what it is
+//! read against, through albedo's client alone and at the HTTP floor.
 //!
 //! Owns: those scenarios' records. Must not touch: the summary.
 
@@ -114,31 +115,90 @@ impl Bench {
                 rec["failed"] = json!(format!("{connected} of {} connected", m * k));
             }
             self.push(rec);
-            let fleet = self.fleet(&d, &ids, k);
+            let paths: Vec<Vec<String>> = ids
+                .iter()
+                .map(|id| {
+                    (0..k)
+                        .map(|i| format!("/sessions/{id}/tools/mcp__s{i}__echo/call"))
+                        .collect()
+                })
+                .collect();
+            let fleet = self.fleet(d.pid(), || d.conn(), &paths, ECHO_BODY, API);
             self.push(fleet);
             for id in ids {
                 self.delete_session(&d, &id);
             }
         }
+        self.fleet_without_daemon(m, k);
     }
 
-    /// An agent fleet: every session makes one call every 10 ms (to its servers in turn),
-    /// each on a connection of its own, for `fleet_duration_ms`; the sessions start spread
-    /// over the first 10 ms. A call that takes longer than 10 ms delays that session's next
-    /// one (ticks are skipped, not bunched). The API's latency over all of them.
-    pub(crate) fn fleet(&self, d: &Daemon, ids: &[String], per_session: usize) -> Value {
-        let period = Duration::from_millis(10);
+    /// The fleet's schedule without the daemon, on the same machine right after it: albedo's
+    /// client straight at 1,000 servers like the daemon's (`client.rs`: one thread, no HTTP),
+    /// and the API's load generator straight at the bench's HTTP server (the HTTP floor, no
+    /// stdio server behind it). What the API's p99 is read against.
+    fn fleet_without_daemon(&mut self, m: usize, k: usize) {
+        let mut job = self.stdio_target(&[]);
+        job["tool"] = json!("echo");
+        job["arguments"] = json!({"message": "hello"});
+        job["duration_ms"] = json!(self.sizes.fleet_duration_ms);
+        job["fleet"] = json!({
+            "sessions": m,
+            "per_session": k,
+            "period_ms": FLEET_PERIOD_MS,
+            "duration_ms": self.sizes.fleet_duration_ms,
+            "window_ms": FLEET_WINDOW_MS,
+            "slow_us": FLEET_SLOW_US,
+        });
+        if let Some(out) = self.run_client(ALBEDO, &job) {
+            let slow = out["slow_windows"].as_u64().unwrap_or(0) as usize;
+            let extra = self.fleet_fields(m, slow);
+            self.record_levels(FLEET_SCENARIO, ALBEDO, &out, &extra);
+        }
+        if let Some((pid, addr)) = self.http_floor_server() {
+            let paths = vec![vec!["/mcp".to_owned()]; m];
+            let conn = || httpc::Conn::new(&addr, "");
+            let rec = self.fleet(pid, conn, &paths, FLOOR_CALL, LOADGEN);
+            self.push(rec);
+        }
+    }
+
+    /// What every fleet record says of its schedule, and how many of its windows had a slow call.
+    fn fleet_fields(&self, sessions: usize, slow_windows: usize) -> Value {
+        json!({
+            "sessions": sessions,
+            "period_ms": FLEET_PERIOD_MS,
+            "duration_ms": self.sizes.fleet_duration_ms,
+            "windows": self.sizes.fleet_duration_ms.div_ceil(FLEET_WINDOW_MS),
+            "window_ms": FLEET_WINDOW_MS,
+            "windows_with_a_call_over_5ms": slow_windows,
+        })
+    }
+
+    /// An agent fleet: every session makes one call every 10 ms (to its paths in turn, on
+    /// `pid`'s HTTP server), each on a connection of its own (`conn`), for
+    /// `fleet_duration_ms`; the sessions start spread over the first 10 ms (tokio's timer rounds
+    /// each start to its millisecond, so some 20 sessions call at once each millisecond). A
+    /// call that takes longer than 10 ms delays that session's next one (ticks are skipped,
+    /// not bunched). The latency over all of them, and `pid`'s CPU.
+    pub(crate) fn fleet(
+        &self,
+        pid: i32,
+        conn: impl Fn() -> httpc::Conn,
+        paths: &[Vec<String>],
+        body: &[u8],
+        who: &str,
+    ) -> Value {
+        let period = Duration::from_millis(FLEET_PERIOD_MS);
         let duration = Duration::from_millis(self.sizes.fleet_duration_ms);
         // Which windows of FLEET_WINDOW_MS (by when a call started) had a call slower than
         // FLEET_SLOW_US: a tail spread evenly over the run, or bursts.
         let mut slow_windows = std::collections::BTreeSet::new();
-        let windows = self.sizes.fleet_duration_ms.div_ceil(FLEET_WINDOW_MS);
         let began = Instant::now();
-        let r = self.rt.block_on(measured(d.pid(), async {
+        let r = self.rt.block_on(measured(pid, async {
             let until = Instant::now() + duration;
-            let n = ids.len().max(1) as u32;
-            let sessions = ids.iter().enumerate().map(|(k, id)| {
-                let mut conn = d.conn();
+            let n = paths.len().max(1) as u32;
+            let sessions = paths.iter().enumerate().map(|(k, paths)| {
+                let mut conn = conn();
                 async move {
                     let start = tokio::time::Instant::now() + period * k as u32 / n;
                     let mut tick = tokio::time::interval_at(start, period);
@@ -150,11 +210,10 @@ impl Bench {
                         if Instant::now() >= until {
                             break;
                         }
-                        let path =
-                            format!("/sessions/{id}/tools/mcp__s{}__echo/call", i % per_session);
+                        let path = &paths[i % paths.len()];
                         i += 1;
                         let t = Instant::now();
-                        match conn.request_counted("POST", &path, Some(ECHO_BODY)).await {
+                        match conn.request_counted("POST", path, Some(body)).await {
                             Ok((200, _, _)) => {
                                 let l = measure::micros(t);
                                 lat.push(l);
@@ -184,22 +243,26 @@ impl Bench {
             (lat, 0, errors)
         }));
         let slow_windows = slow_windows.len();
-        let mut rec = r.record("fleet_sessions", API, ids.len());
-        rec["sessions"] = json!(ids.len());
-        rec["period_ms"] = json!(10);
-        rec["duration_ms"] = json!(self.sizes.fleet_duration_ms);
-        rec["windows"] = json!(windows);
-        rec["window_ms"] = json!(FLEET_WINDOW_MS);
-        rec["windows_with_a_call_over_5ms"] = json!(slow_windows);
+        let scenario = if who == LOADGEN {
+            FLEET_FLOOR_SCENARIO
+        } else {
+            FLEET_SCENARIO
+        };
+        let mut rec = r.record(scenario, who, paths.len());
+        merge(&mut rec, &self.fleet_fields(paths.len(), slow_windows));
+        if who == LOADGEN {
+            rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
+        }
         println!(
-            "fleet: {} sessions x 1 call / 10 ms: {:.0} calls/s, p50 {} us, p99 {} us, {} errors; \
-             {slow_windows} of {} windows of {FLEET_WINDOW_MS} ms had a call over 5 ms",
-            ids.len(),
+            "{scenario} ({who}): {} sessions x 1 call / {FLEET_PERIOD_MS} ms: {:.0} calls/s, p50 {} \
+             us, p99 {} us, {} errors; {slow_windows} of {} windows of {FLEET_WINDOW_MS} ms had a \
+             call over 5 ms",
+            paths.len(),
             rec["calls_per_s"].as_f64().unwrap_or(0.0),
             rec["p50_us"],
             rec["p99_us"],
             r.errors,
-            windows
+            rec["windows"]
         );
         rec
     }

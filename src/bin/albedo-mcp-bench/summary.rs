@@ -308,20 +308,37 @@ impl Bench {
                 format!("{first:.1} ms vs {p50:.1} ms at p50"),
             );
         }
-        if let Some(r) = self
-            .records
-            .iter()
-            .find(|r| r["scenario"] == "fleet_sessions")
-        {
+        let fleet = |who: &str| {
+            let scenario = if who == LOADGEN {
+                FLEET_FLOOR_SCENARIO
+            } else {
+                FLEET_SCENARIO
+            };
+            self.records
+                .iter()
+                .find(|r| r["client"] == who && r["scenario"] == scenario)
+        };
+        if let Some(r) = fleet(API) {
             let p99 = r["p99_us"].as_f64().unwrap_or(f64::MAX);
             let errors = r["errors"].as_u64().unwrap_or(u64::MAX);
+            // The same schedule without the daemon: albedo's client alone, and the HTTP floor.
+            let beside: String = [
+                (ALBEDO, "albedo's client alone"),
+                (LOADGEN, "the HTTP floor"),
+            ]
+            .iter()
+            .filter_map(|(who, what)| {
+                let r = fleet(who)?;
+                Some(format!("; {what}: p99 {} us", r["p99_us"]))
+            })
+            .collect();
             target(
                 format!(
                     "fleet: {} sessions x 1 call / 10 ms: API p99 < 5 ms, no error",
                     r["sessions"]
                 ),
                 p99 < 5000.0 && errors == 0,
-                format!("p99 {p99:.0} us, {errors} errors"),
+                format!("p99 {p99:.0} us, {errors} errors{beside}"),
             );
         }
         if let Some(r) = get("session_open_cold") {
