@@ -286,11 +286,21 @@ const FLEET_FLOOR_SCENARIO: &str = "fleet_http_floor";
 /// The fleet's windows (by when a call started), and what makes a call slow in one.
 const FLEET_WINDOW_MS: u64 = 100;
 const FLEET_SLOW_US: u32 = 5_000;
+
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";
 /// The Python binding (src/python), and the same calls made with httpx directly.
 const PY_BINDING: &str = "albedo-python";
 const PY_RAW: &str = "httpx-raw";
+
+/// The scenario of the fleet as `who` makes it: the floor's own, or the fleet's.
+fn fleet_scenario(who: &str) -> &'static str {
+    if who == LOADGEN {
+        FLEET_FLOOR_SCENARIO
+    } else {
+        FLEET_SCENARIO
+    }
+}
 
 impl Bench {
     fn new(opts: Opts) -> Bench {

@@ -152,7 +152,7 @@ impl Bench {
         if let Some(out) = self.run_client(ALBEDO, &job) {
             let slow = out["slow_windows"].as_u64().unwrap_or(0) as usize;
             let extra = self.fleet_fields(m, slow);
-            self.record_levels(FLEET_SCENARIO, ALBEDO, &out, &extra);
+            self.record_levels(fleet_scenario(ALBEDO), ALBEDO, &out, &extra);
         }
         if let Some((pid, addr)) = self.http_floor_server() {
             let paths = vec![vec!["/mcp".to_owned()]; m];
@@ -243,11 +243,7 @@ impl Bench {
             (lat, 0, errors)
         }));
         let slow_windows = slow_windows.len();
-        let scenario = if who == LOADGEN {
-            FLEET_FLOOR_SCENARIO
-        } else {
-            FLEET_SCENARIO
-        };
+        let scenario = fleet_scenario(who);
         let mut rec = r.record(scenario, who, paths.len());
         merge(&mut rec, &self.fleet_fields(paths.len(), slow_windows));
         if who == LOADGEN {

@@ -309,14 +309,9 @@ impl Bench {
             );
         }
         let fleet = |who: &str| {
-            let scenario = if who == LOADGEN {
-                FLEET_FLOOR_SCENARIO
-            } else {
-                FLEET_SCENARIO
-            };
             self.records
                 .iter()
-                .find(|r| r["client"] == who && r["scenario"] == scenario)
+                .find(|r| r["client"] == who && r["scenario"] == fleet_scenario(who))
         };
         if let Some(r) = fleet(API) {
             let p99 = r["p99_us"].as_f64().unwrap_or(f64::MAX);
