@@ -191,10 +191,9 @@ async fn drive(job: Value) -> Value {
 }
 
 /// The agent fleet straight through the client, as the daemon's connections make it: `sessions`
-/// groups of `per_session` servers (each behind the launcher, as the daemon starts them), every
-/// group one call every `period_ms` (to its servers in turn) for `duration_ms`, the groups
-/// spread over the first period. All on this one thread (the daemon's connections run on its
-/// arbiters): no HTTP, no second thread. The same schedule as the API's fleet in `scale.rs`.
+/// groups of `per_session` servers (each behind the launcher, as the daemon starts them), on
+/// the fleet's schedule (`schedule.rs`) for the job's `duration_ms`. All on this
+/// one thread (the daemon's connections run on its arbiters): no HTTP, no second thread.
 async fn fleet(job: &Value) -> Value {
     let f = &job["fleet"];
     let n = |k: &str, d: u64| f[k].as_u64().unwrap_or(d);
@@ -202,15 +201,15 @@ async fn fleet(job: &Value) -> Value {
         n("sessions", 200) as usize,
         n("per_session", 5).max(1) as usize,
     );
-    let period = Duration::from_millis(n("period_ms", 10));
-    let duration = Duration::from_millis(n("duration_ms", 30_000));
-    let (window_ms, slow_us) = (n("window_ms", 100).max(1), n("slow_us", 5_000) as u32);
+    let duration = job["duration_ms"].as_u64().unwrap_or(30_000);
+    let schedule = crate::schedule::Fleet::new(Duration::from_millis(duration));
     let t0 = Instant::now();
     // Started and shaken hands with as many at a time as the daemon dials by default.
+    let batch = albedo_mcp::store::daemon_config::DEFAULT_CONCURRENT_DIALS;
     let mut servers = Vec::with_capacity(sessions * per);
     while servers.len() < sessions * per {
-        let batch = (sessions * per - servers.len()).min(64);
-        for c in futures_util::future::join_all((0..batch).map(|_| connect(job))).await {
+        let more = (sessions * per - servers.len()).min(batch);
+        for c in futures_util::future::join_all((0..more).map(|_| connect(job))).await {
             match c {
                 Ok(c) => servers.push(c),
                 Err(e) => return json!({"error": e}),
@@ -218,62 +217,30 @@ async fn fleet(job: &Value) -> Value {
         }
     }
     let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    let params = Rc::new(json!({
+    let params = json!({
         "name": job["tool"].as_str().unwrap_or("echo"),
         "arguments": job["arguments"].clone(),
-    }));
+    });
     let cpu0 = measure::cpu_us();
     let began = Instant::now();
-    let until = began + duration;
-    let groups = servers.chunks(per).enumerate().map(|(k, group)| {
-        let params = params.clone();
-        async move {
-            let start = tokio::time::Instant::now() + period * k as u32 / sessions.max(1) as u32;
-            let mut tick = tokio::time::interval_at(start, period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            let (mut lat, mut errors, mut slow) = (Vec::new(), 0u64, Vec::new());
-            for i in 0.. {
-                tick.tick().await;
-                if Instant::now() >= until {
-                    break;
-                }
-                let t = Instant::now();
-                match group[i % group.len()]
-                    .client
-                    .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)
-                    .await
-                {
-                    Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => {
-                        let l = measure::micros(t);
-                        lat.push(l);
-                        if l > slow_us {
-                            slow.push(
-                                t.saturating_duration_since(began).as_millis() as u64 / window_ms,
-                            );
-                        }
-                    }
-                    other => {
-                        if errors == 0 {
-                            eprintln!("albedo client: fleet call failed: {other:?}");
-                        }
-                        errors += 1;
-                    }
-                }
+    let groups: Vec<&[Connected]> = servers.chunks(per).collect();
+    let run = schedule
+        .run(groups, "albedo client", async |group, i| {
+            let client = &group[i % group.len()].client;
+            match client
+                .request("tools/call", Some(params.clone()), CALL_TIMEOUT)
+                .await
+            {
+                Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => Ok(()),
+                other => Err(format!("{other:?}")),
             }
-            (lat, errors, slow)
-        }
-    });
-    let (mut lat, mut errors, mut slow) = (Vec::new(), 0, std::collections::BTreeSet::new());
-    for (l, e, s) in futures_util::future::join_all(groups).await {
-        lat.extend(l);
-        errors += e;
-        slow.extend(s);
-    }
+        })
+        .await;
     let elapsed = began.elapsed().as_secs_f64();
     let cpu = measure::cpu_us().saturating_sub(cpu0);
     for s in &servers {
         s.client.close();
     }
-    let level = measure::record(sessions, lat, 0, errors, elapsed, cpu);
-    json!({"connect_ms": connect_ms, "levels": [level], "slow_windows": slow.len()})
+    let level = measure::record(sessions, run.lat, 0, run.errors, elapsed, cpu);
+    json!({"connect_ms": connect_ms, "levels": [level], "slow_windows": run.slow_windows})
 }

@@ -80,7 +80,7 @@ impl Bench {
         let mut rec = r.record(LARGE_FLOOR_SCENARIO, LOADGEN, 1);
         rec["mb_per_s"] = json!(r.bytes as f64 / r.elapsed_s.max(1e-9) / 1e6);
         rec["result_bytes"] = json!(bytes);
-        rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
+        rec["cpu_note"] = json!(FLOOR_SERVER_CPU_NOTE);
         self.push(rec);
     }
 

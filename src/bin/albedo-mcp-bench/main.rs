@@ -39,6 +39,7 @@ mod python;
 mod real;
 mod roundtrip;
 mod scale;
+mod schedule;
 mod server;
 mod session;
 mod summary;
@@ -276,6 +277,8 @@ const FLOOR_CALL: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","par
 /// The HTTP floor under load: its scenario, and its client (the API's load generator).
 const HTTP_FLOOR_SCENARIO: &str = "http_floor_load";
 const LOADGEN: &str = "loadgen";
+/// What a floor record's CPU is (the load generator's own is `loadgen_cpu_us_per_call`).
+const FLOOR_SERVER_CPU_NOTE: &str = "the bench HTTP server's CPU per call";
 /// The HTTP floor for one large answer (`large.rs`): its scenario.
 const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
 /// The agent fleet (`scale.rs`): each session's period, the scenario through the API and

@@ -53,7 +53,7 @@ impl Bench {
             let r = self.timed_load(conns, &paths, FLOOR_CALL, pid, self.sizes.duration_ms);
             let mut rec = r.record(HTTP_FLOOR_SCENARIO, LOADGEN, c);
             rec["rep"] = json!(rep);
-            rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
+            rec["cpu_note"] = json!(FLOOR_SERVER_CPU_NOTE);
             self.push(rec);
         }
     }

@@ -141,14 +141,7 @@ impl Bench {
         job["tool"] = json!("echo");
         job["arguments"] = json!({"message": "hello"});
         job["duration_ms"] = json!(self.sizes.fleet_duration_ms);
-        job["fleet"] = json!({
-            "sessions": m,
-            "per_session": k,
-            "period_ms": FLEET_PERIOD_MS,
-            "duration_ms": self.sizes.fleet_duration_ms,
-            "window_ms": FLEET_WINDOW_MS,
-            "slow_us": FLEET_SLOW_US,
-        });
+        job["fleet"] = json!({"sessions": m, "per_session": k});
         if let Some(out) = self.run_client(ALBEDO, &job) {
             let slow = out["slow_windows"].as_u64().unwrap_or(0) as usize;
             let extra = self.fleet_fields(m, slow);
@@ -174,12 +167,9 @@ impl Bench {
         })
     }
 
-    /// An agent fleet: every session makes one call every 10 ms (to its paths in turn, on
-    /// `pid`'s HTTP server), each on a connection of its own (`conn`), for
-    /// `fleet_duration_ms`; the sessions start spread over the first 10 ms (tokio's timer rounds
-    /// each start to its millisecond, so some 20 sessions call at once each millisecond). A
-    /// call that takes longer than 10 ms delays that session's next one (ticks are skipped,
-    /// not bunched). The latency over all of them, and `pid`'s CPU.
+    /// An agent fleet on `pid`'s HTTP server (`schedule.rs`): every session calls its paths in
+    /// turn, each session on a connection of its own (`conn`), for `fleet_duration_ms`. The
+    /// latency over all of them, and `pid`'s CPU.
     pub(crate) fn fleet(
         &self,
         pid: i32,
@@ -188,66 +178,29 @@ impl Bench {
         body: &[u8],
         who: &str,
     ) -> Value {
-        let period = Duration::from_millis(FLEET_PERIOD_MS);
-        let duration = Duration::from_millis(self.sizes.fleet_duration_ms);
-        // Which windows of FLEET_WINDOW_MS (by when a call started) had a call slower than
-        // FLEET_SLOW_US: a tail spread evenly over the run, or bursts.
-        let mut slow_windows = std::collections::BTreeSet::new();
-        let began = Instant::now();
+        let fleet = schedule::Fleet::new(Duration::from_millis(self.sizes.fleet_duration_ms));
+        let sessions: Vec<_> = paths.iter().map(|p| (conn(), p)).collect();
+        let mut slow_windows = 0;
         let r = self.rt.block_on(measured(pid, async {
-            let until = Instant::now() + duration;
-            let n = paths.len().max(1) as u32;
-            let sessions = paths.iter().enumerate().map(|(k, paths)| {
-                let mut conn = conn();
-                async move {
-                    let start = tokio::time::Instant::now() + period * k as u32 / n;
-                    let mut tick = tokio::time::interval_at(start, period);
-                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-                    let (mut lat, mut errors, mut i) = (Vec::new(), 0u64, 0usize);
-                    let mut slow: Vec<u64> = Vec::new();
-                    loop {
-                        tick.tick().await;
-                        if Instant::now() >= until {
-                            break;
-                        }
-                        let path = &paths[i % paths.len()];
-                        i += 1;
-                        let t = Instant::now();
-                        match conn.request_counted("POST", path, Some(body)).await {
-                            Ok((200, _, _)) => {
-                                let l = measure::micros(t);
-                                lat.push(l);
-                                if l > FLEET_SLOW_US {
-                                    let at = t.saturating_duration_since(began).as_millis();
-                                    slow.push(at as u64 / FLEET_WINDOW_MS);
-                                }
-                            }
-                            other => {
-                                if errors == 0 {
-                                    eprintln!("fleet: a call failed: {:?}", other.map(|r| r.0));
-                                }
-                                errors += 1;
-                            }
-                        }
+            let run = fleet
+                .run(sessions, who, async |(conn, paths), i| {
+                    match conn
+                        .request_counted("POST", &paths[i % paths.len()], Some(body))
+                        .await
+                    {
+                        Ok((200, _, _)) => Ok(()),
+                        other => Err(format!("{:?}", other.map(|r| r.0))),
                     }
-                    (lat, errors, slow)
-                }
-            });
-            let mut lat = Vec::new();
-            let mut errors = 0;
-            for (l, e, s) in futures_util::future::join_all(sessions).await {
-                lat.extend(l);
-                errors += e;
-                slow_windows.extend(s);
-            }
-            (lat, 0, errors)
+                })
+                .await;
+            slow_windows = run.slow_windows;
+            (run.lat, 0, run.errors)
         }));
-        let slow_windows = slow_windows.len();
         let scenario = fleet_scenario(who);
         let mut rec = r.record(scenario, who, paths.len());
         merge(&mut rec, &self.fleet_fields(paths.len(), slow_windows));
         if who == LOADGEN {
-            rec["cpu_note"] = json!("the bench HTTP server's CPU per call");
+            rec["cpu_note"] = json!(FLOOR_SERVER_CPU_NOTE);
         }
         println!(
             "{scenario} ({who}): {} sessions x 1 call / {FLEET_PERIOD_MS} ms: {:.0} calls/s, p50 {} \
