@@ -192,10 +192,39 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     number(one("fleet_sessions"), "windows");
     assert!(one("fleet_sessions")["windows_with_a_call_over_5ms"].is_u64());
     assert_eq!(one("fleet_sessions")["errors"], 0);
-    // The same schedule without the daemon, which the API's fleet is read against: albedo's
-    // client alone at as many servers, and the load generator at the HTTP floor.
+    // The same servers and calls without the daemon, which the API's figures are read
+    // against: every client alone at as many servers (session open, 1,000 HTTP servers, 200 x
+    // 5 stdio servers and the fleet over them), and the load generator at the HTTP floor.
+    let alone = |s: &str, client: &str| {
+        let r = records
+            .iter()
+            .find(|r| r["scenario"] == s && r["client"] == client)
+            .unwrap_or_else(|| panic!("no record for {s} {client}"));
+        assert!(r.get("failed").is_none(), "{r}");
+        r
+    };
+    for client in ["albedo", "rmcp", "ts-sdk-v2"] {
+        for s in ["session_open_warm", "session_open_cold"] {
+            number(alone(s, client), "open_ms_p50");
+        }
+        let r = alone("scale_stdio_sessions", client);
+        number(r, "calls_per_s");
+        number(r, "client_kib_per_session");
+        assert_eq!(r["connections"], one("scale_stdio_sessions")["connections"]);
+    }
+    for client in ["albedo", "rmcp-pooled", "ts-sdk-v2"] {
+        let r = alone("scale_http_connections", client);
+        number(r, "calls_per_s");
+        number(r, "client_kib_per_connection");
+        assert_eq!(
+            r["connections"],
+            one("scale_http_connections")["connections"]
+        );
+    }
     for (s, client) in [
         ("fleet_sessions", "albedo"),
+        ("fleet_sessions", "rmcp"),
+        ("fleet_sessions", "ts-sdk-v2"),
         ("fleet_http_floor", "loadgen"),
     ] {
         let r = records
@@ -212,7 +241,14 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
         .expect("the fleet's target");
     let detail = fleet["detail"].as_str().unwrap();
     assert!(
-        detail.contains("albedo's client alone: p99") && detail.contains("the HTTP floor: p99"),
+        [
+            "albedo's client alone: p99",
+            "rmcp alone: p99",
+            "the TypeScript client alone: p99",
+            "the HTTP floor: p99"
+        ]
+        .iter()
+        .all(|d| detail.contains(d)),
         "{fleet}"
     );
     // Tool search: the bytes advertised at open deferred and not, search latency over

@@ -7,24 +7,29 @@
 //! The client runs as rmcp's examples run it: `#[tokio::main]` (multi-threaded), `()` as
 //! handler, `ClientLifecycleMode::Auto` preferring 2026-07-28. Over HTTP the default is
 //! rmcp's own `from_uri` client (no idle connection pooling); `pooled` uses a pooled
-//! reqwest client and lets 256 POSTs run at once.
+//! reqwest client and lets 256 POSTs run at once. A job with `many` (see `measure::Many`)
+//! connects that many servers, `dials_at_once` at a time, calls round them at one level, and
+//! runs the agent fleet over them on the bench's own schedule (`schedule.rs`).
 
 // The bench's own measurement and records, so that rmcp is measured exactly as albedo is.
 #[path = "../../../src/bin/albedo-mcp-bench/measure.rs"]
 mod measure;
+// The agent fleet's schedule, the one albedo's client and the API's load generator follow.
+#[path = "../../../src/bin/albedo-mcp-bench/schedule.rs"]
+mod schedule;
 /// What `measure` finds as `crate::libc` (the bench itself has it from nix).
 mod libc {
     pub use ::libc::*;
 }
 
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 struct Load {
     tool: String,
@@ -43,9 +48,11 @@ async fn one(peer: &Peer<RoleClient>, load: &Load) -> Result<u64, String> {
     ))
 }
 
-/// Run `concurrency` loops until `until` (or until `calls` calls are done).
+/// Run `concurrency` loops until `until` (or until `calls` calls are done), over `peers`: loop
+/// `w` calls `peers[w]`, then `peers[w + concurrency]`, and so on round the list, as the API's
+/// load generator walks its paths.
 async fn run_level(
-    peer: &Peer<RoleClient>,
+    peers: &Arc<Vec<Peer<RoleClient>>>,
     load: &Arc<Load>,
     concurrency: usize,
     until: Option<Instant>,
@@ -56,9 +63,9 @@ async fn run_level(
     let errors = Arc::new(AtomicU64::new(0));
     let started = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::new();
-    for _ in 0..concurrency {
-        let (peer, load, lat, bytes, errors, started) = (
-            peer.clone(),
+    for w in 0..concurrency {
+        let (peers, load, lat, bytes, errors, started) = (
+            peers.clone(),
             load.clone(),
             lat.clone(),
             bytes.clone(),
@@ -67,6 +74,7 @@ async fn run_level(
         );
         handles.push(tokio::spawn(async move {
             let mut mine = Vec::new();
+            let mut i = w;
             loop {
                 if let Some(u) = until {
                     if Instant::now() >= u {
@@ -78,8 +86,10 @@ async fn run_level(
                         break;
                     }
                 }
+                let peer = &peers[i % peers.len().max(1)];
+                i += concurrency;
                 let t = Instant::now();
-                match one(&peer, &load).await {
+                match one(peer, &load).await {
                     Ok(b) => {
                         mine.push(measure::micros(t));
                         bytes.fetch_add(b, Ordering::Relaxed);
@@ -105,20 +115,14 @@ async fn run_level(
     )
 }
 
-#[tokio::main]
-async fn main() {
-    let job: Value = match std::env::args().nth(1).map(|s| serde_json::from_str(&s)) {
-        Some(Ok(v)) => v,
-        _ => {
-            eprintln!("usage: albedo-bench-rmcp-client '<job JSON>'");
-            std::process::exit(2);
-        }
-    };
+type Service = RunningService<RoleClient, ()>;
+
+/// Connect to the job's server and list its tools: the service and how many tools it has.
+async fn connect(job: &Value) -> Result<(Service, usize), String> {
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,
     };
-    let t0 = Instant::now();
     let service = match job["transport"].as_str() {
         Some("stdio") => {
             let mut cmd = tokio::process::Command::new(job["command"].as_str().unwrap_or(""));
@@ -126,7 +130,7 @@ async fn main() {
                 cmd.arg(a.as_str().unwrap_or(""));
             }
             cmd.stderr(std::process::Stdio::null());
-            let t = TokioChildProcess::new(cmd).expect("spawn the server");
+            let t = TokioChildProcess::new(cmd).map_err(|e| format!("spawn the server: {e}"))?;
             ().serve_with_lifecycle(t, lifecycle).await
         }
         _ => {
@@ -141,25 +145,119 @@ async fn main() {
             ().serve_with_lifecycle(t, lifecycle).await
         }
     };
-    let service = match service {
+    let service = service.map_err(|e| format!("connect: {e}"))?;
+    let tools = service
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list: {e}"))?;
+    Ok((service, tools.len()))
+}
+
+/// A `many` job (see `measure::Many`): the same steps as albedo's client takes for it.
+async fn many(job: &Value) -> Value {
+    let plan = &measure::Many::from_job(job);
+    let rss_start = measure::rss_kib();
+    let t0 = Instant::now();
+    let mut services = Vec::with_capacity(plan.connections);
+    let mut tools = 0;
+    while services.len() < plan.connections {
+        let from = services.len();
+        let more = (plan.connections - from).min(plan.dials_at_once);
+        let dials = (from..from + more).map(|i| async move { connect(&plan.target(job, i)).await });
+        for c in futures_util::future::join_all(dials).await {
+            match c {
+                Ok((s, n)) => {
+                    services.push(s);
+                    tools += n;
+                }
+                Err(e) => return json!({"error": e}),
+            }
+        }
+    }
+    let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let rss_connected = measure::rss_kib();
+    if plan.idle_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(plan.idle_ms)).await;
+    }
+    let rss_idle = measure::rss_kib();
+    let peers: Arc<Vec<Peer<RoleClient>>> =
+        Arc::new(services.iter().map(|s| s.peer().clone()).collect());
+    let load = Arc::new(Load {
+        tool: job["tool"].as_str().unwrap_or("echo").to_owned(),
+        arguments: job["arguments"].as_object().cloned().unwrap_or_default(),
+    });
+    let level = match &plan.load {
+        Some(l) => measure::levels(l, |c, until, calls| {
+            run_level(&peers, &load, c, until, calls)
+        })
+        .await
+        .pop(),
+        None => None,
+    };
+    let rss_busy = measure::rss_kib();
+    let (mut fleet, mut slow_windows) = (None, 0);
+    if let Some((sessions, duration)) = plan.fleet {
+        let per = (peers.len() / sessions.max(1)).max(1);
+        let groups: Vec<&[Peer<RoleClient>]> = peers.chunks(per).collect();
+        let cpu0 = measure::cpu_us();
+        let began = Instant::now();
+        let run = schedule::Fleet::new(duration)
+            .run(groups, "rmcp client", async |group, i| {
+                one(&group[i % group.len()], &load).await.map(|_| ())
+            })
+            .await;
+        let elapsed = began.elapsed().as_secs_f64();
+        let cpu = measure::cpu_us().saturating_sub(cpu0);
+        fleet = Some(measure::record(
+            sessions, run.lat, 0, run.errors, elapsed, cpu,
+        ));
+        slow_windows = run.slow_windows;
+    }
+    let n = services.len();
+    drop(peers);
+    futures_util::future::join_all(services.into_iter().map(|s| s.cancel())).await;
+    measure::many_output(
+        connect_ms,
+        n,
+        tools,
+        [rss_start, rss_connected, rss_idle, rss_busy],
+        level,
+        fleet,
+        slow_windows,
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let job: Value = match std::env::args().nth(1).map(|s| serde_json::from_str(&s)) {
+        Some(Ok(v)) => v,
+        _ => {
+            eprintln!("usage: albedo-bench-rmcp-client '<job JSON>'");
+            std::process::exit(2);
+        }
+    };
+    if job["many"].is_object() {
+        let out = many(&job).await;
+        println!("{out}");
+        std::process::exit(if out.get("error").is_some() { 1 } else { 0 });
+    }
+    let t0 = Instant::now();
+    let (service, _) = match connect(&job).await {
         Ok(s) => s,
         Err(e) => {
-            println!("{}", json!({"error": format!("connect: {e}")}));
+            println!("{}", json!({"error": e}));
             std::process::exit(1);
         }
     };
-    let peer = service.peer().clone();
-    if let Err(e) = peer.list_all_tools().await {
-        println!("{}", json!({"error": format!("tools/list: {e}")}));
-        std::process::exit(1);
-    }
     let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
     let load = Arc::new(Load {
         tool: job["tool"].as_str().unwrap_or("echo").to_owned(),
         arguments: job["arguments"].as_object().cloned().unwrap_or_default(),
     });
+    let peers = Arc::new(vec![service.peer().clone()]);
     let levels = measure::levels(&job, |c, until, calls| {
-        run_level(&peer, &load, c, until, calls)
+        run_level(&peers, &load, c, until, calls)
     })
     .await;
     println!("{}", json!({"connect_ms": connect_ms, "levels": levels}));

@@ -18,8 +18,11 @@ use std::time::{Duration, Instant};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// `concurrency` loops of calls until `until` (or `calls` calls in all), over `clients`:
+/// loop `w` calls `clients[w]`, then `clients[w + concurrency]`, and so on round the list, as
+/// the API's load generator walks its paths.
 async fn run_level(
-    client: &McpClient,
+    clients: &Rc<Vec<McpClient>>,
     params: &Rc<Value>,
     concurrency: usize,
     until: Option<Instant>,
@@ -30,9 +33,9 @@ async fn run_level(
     let errors = Rc::new(Cell::new(0u64));
     let started = Rc::new(Cell::new(0u64));
     let mut handles = Vec::new();
-    for _ in 0..concurrency {
-        let (client, params, lat, bytes, errors, started) = (
-            client.clone(),
+    for w in 0..concurrency {
+        let (clients, params, lat, bytes, errors, started) = (
+            clients.clone(),
             params.clone(),
             lat.clone(),
             bytes.clone(),
@@ -40,6 +43,7 @@ async fn run_level(
             started.clone(),
         );
         handles.push(tokio::task::spawn_local(async move {
+            let mut i = w;
             loop {
                 if until.is_some_and(|u| Instant::now() >= u) {
                     break;
@@ -51,6 +55,8 @@ async fn run_level(
                         break;
                     }
                 }
+                let client = &clients[i % clients.len().max(1)];
+                i += concurrency;
                 let t = Instant::now();
                 match client
                     .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)
@@ -98,6 +104,16 @@ pub fn run(job_text: &str) -> i32 {
     }
 }
 
+/// The TLS configuration every HTTP transport of this process shares, built once, as the
+/// daemon builds its own at start (a configuration per connection would count the system's
+/// roots once per server in the client's memory).
+fn shared_tls() -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    static TLS: std::sync::OnceLock<Result<std::sync::Arc<rustls::ClientConfig>, String>> =
+        std::sync::OnceLock::new();
+    TLS.get_or_init(|| tls::client_config(&[]).map_err(|e| e.to_string()))
+        .clone()
+}
+
 /// One client connected to the job's server (handshake done), with what it needs kept alive.
 struct Connected {
     client: McpClient,
@@ -132,7 +148,7 @@ async fn connect(job: &Value) -> Result<Connected, String> {
         }
         _ => {
             let url = url::Url::parse(job["url"].as_str().unwrap_or("")).map_err(|e| e.to_string());
-            match (url, tls::client_config(&[])) {
+            match (url, shared_tls()) {
                 (Ok(url), Ok(tls)) => HttpTransport::start(
                     HttpSpec {
                         url,
@@ -144,7 +160,7 @@ async fn connect(job: &Value) -> Result<Connected, String> {
                 .map(|t| t as SharedTransport)
                 .map_err(|e| e.to_string()),
                 (Err(e), _) => Err(e),
-                (_, Err(e)) => Err(e.to_string()),
+                (_, Err(e)) => Err(e),
             }
         }
     };
@@ -159,8 +175,8 @@ async fn connect(job: &Value) -> Result<Connected, String> {
 }
 
 async fn drive(job: Value) -> Value {
-    if job["fleet"].is_object() {
-        return fleet(&job).await;
+    if job["many"].is_object() {
+        return many(&job).await;
     }
     let t0 = Instant::now();
     let Connected { client, _events } = match connect(&job).await {
@@ -182,65 +198,112 @@ async fn drive(job: Value) -> Value {
         "name": job["tool"].as_str().unwrap_or("echo"),
         "arguments": job["arguments"].clone(),
     }));
+    let clients = Rc::new(vec![client]);
     let levels = measure::levels(&job, |c, until, calls| {
-        run_level(&client, &params, c, until, calls)
+        run_level(&clients, &params, c, until, calls)
     })
     .await;
-    client.close();
+    clients[0].close();
     json!({"connect_ms": connect_ms, "levels": levels})
 }
 
-/// The agent fleet straight through the client, as the daemon's connections make it: `sessions`
-/// groups of `per_session` servers (each behind the launcher, as the daemon starts them), on
-/// the fleet's schedule (`schedule.rs`) for the job's `duration_ms`. All on this
-/// one thread (the daemon's connections run on its arbiters): no HTTP, no second thread.
-async fn fleet(job: &Value) -> Value {
-    let f = &job["fleet"];
-    let n = |k: &str, d: u64| f[k].as_u64().unwrap_or(d);
-    let (sessions, per) = (
-        n("sessions", 200) as usize,
-        n("per_session", 5).max(1) as usize,
-    );
-    let duration = job["duration_ms"].as_u64().unwrap_or(30_000);
-    let schedule = crate::schedule::Fleet::new(Duration::from_millis(duration));
+/// Many servers at once (`many` in the job, see `measure::Many`), as the daemon's connections
+/// reach them: each behind the launcher over stdio, or at the job's URL with `/<i>` added over
+/// HTTP; started, shaken hands with and listed `dials_at_once` at a time (the daemon's
+/// default); then calls round the list at one level, and the agent fleet on their groups
+/// (`schedule.rs`). All on this one thread (the daemon's connections run on its arbiters): no
+/// HTTP API, no second thread.
+async fn many(job: &Value) -> Value {
+    let plan = &measure::Many::from_job(job);
+    let rss_start = measure::rss_kib();
     let t0 = Instant::now();
-    // Started and shaken hands with as many at a time as the daemon dials by default.
-    let batch = albedo_mcp::store::daemon_config::DEFAULT_CONCURRENT_DIALS;
-    let mut servers = Vec::with_capacity(sessions * per);
-    while servers.len() < sessions * per {
-        let more = (sessions * per - servers.len()).min(batch);
-        for c in futures_util::future::join_all((0..more).map(|_| connect(job))).await {
+    let batch = plan.dials_at_once;
+    let mut servers = Vec::with_capacity(plan.connections);
+    let mut tools = 0;
+    while servers.len() < plan.connections {
+        let from = servers.len();
+        let more = (plan.connections - from).min(batch);
+        let dials = (from..from + more).map(|i| async move {
+            let c = connect(&plan.target(job, i)).await?;
+            let listed = discovery::list_all(
+                &c.client,
+                "tools/list",
+                "tools",
+                &discovery::Budget::new(CALL_TIMEOUT),
+            )
+            .await
+            .map_err(|e| format!("tools/list: {e}"))?;
+            Ok::<_, String>((c, listed.len()))
+        });
+        for c in futures_util::future::join_all(dials).await {
             match c {
-                Ok(c) => servers.push(c),
+                Ok((c, n)) => {
+                    servers.push(c);
+                    tools += n;
+                }
                 Err(e) => return json!({"error": e}),
             }
         }
     }
     let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    let params = json!({
+    let rss_connected = measure::rss_kib();
+    if plan.idle_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(plan.idle_ms)).await;
+    }
+    let rss_idle = measure::rss_kib();
+    let params = Rc::new(json!({
         "name": job["tool"].as_str().unwrap_or("echo"),
         "arguments": job["arguments"].clone(),
-    });
-    let cpu0 = measure::cpu_us();
-    let began = Instant::now();
-    let groups: Vec<&[Connected]> = servers.chunks(per).collect();
-    let run = schedule
-        .run(groups, "albedo client", async |group, i| {
-            let client = &group[i % group.len()].client;
-            match client
-                .request("tools/call", Some(params.clone()), CALL_TIMEOUT)
-                .await
-            {
-                Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
+    }));
+    let (clients, events): (Vec<McpClient>, Vec<_>) =
+        servers.into_iter().map(|c| (c.client, c._events)).unzip();
+    let clients = Rc::new(clients);
+    let load = match &plan.load {
+        Some(load) => measure::levels(load, |c, until, calls| {
+            run_level(&clients, &params, c, until, calls)
         })
-        .await;
-    let elapsed = began.elapsed().as_secs_f64();
-    let cpu = measure::cpu_us().saturating_sub(cpu0);
-    for s in &servers {
-        s.client.close();
+        .await
+        .pop(),
+        None => None,
+    };
+    let rss_busy = measure::rss_kib();
+    let (mut fleet, mut slow_windows) = (None, 0);
+    if let Some((sessions, duration)) = plan.fleet {
+        let schedule = crate::schedule::Fleet::new(duration);
+        let per = (clients.len() / sessions.max(1)).max(1);
+        let groups: Vec<&[McpClient]> = clients.chunks(per).collect();
+        let cpu0 = measure::cpu_us();
+        let began = Instant::now();
+        let run = schedule
+            .run(groups, "albedo client", async |group, i| {
+                let client = &group[i % group.len()];
+                match client
+                    .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)
+                    .await
+                {
+                    Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await;
+        let elapsed = began.elapsed().as_secs_f64();
+        let cpu = measure::cpu_us().saturating_sub(cpu0);
+        fleet = Some(measure::record(
+            sessions, run.lat, 0, run.errors, elapsed, cpu,
+        ));
+        slow_windows = run.slow_windows;
     }
-    let level = measure::record(sessions, run.lat, 0, run.errors, elapsed, cpu);
-    json!({"connect_ms": connect_ms, "levels": [level], "slow_windows": run.slow_windows})
+    for c in clients.iter() {
+        c.close();
+    }
+    drop(events);
+    measure::many_output(
+        connect_ms,
+        clients.len(),
+        tools,
+        [rss_start, rss_connected, rss_idle, rss_busy],
+        load,
+        fleet,
+        slow_windows,
+    )
 }

@@ -27,6 +27,7 @@
 //! `benches/rmcp-client` (built on first use with `cargo build -p albedo-bench-rmcp-client`,
 //! so the daemon never links rmcp); the TypeScript client is `benches/ts-client.mjs`.
 
+mod alone;
 mod client;
 mod daemon;
 mod floor;
@@ -283,12 +284,12 @@ const FLOOR_SERVER_CPU_NOTE: &str = "the bench HTTP server's CPU per call";
 const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
 /// The agent fleet (`scale.rs`): each session's period, the scenario through the API and
 /// albedo's client, and the same schedule at the HTTP floor.
-const FLEET_PERIOD_MS: u64 = 10;
+const FLEET_PERIOD_MS: u64 = schedule::PERIOD_MS;
 const FLEET_SCENARIO: &str = "fleet_sessions";
 const FLEET_FLOOR_SCENARIO: &str = "fleet_http_floor";
 /// The fleet's windows (by when a call started), and what makes a call slow in one.
-const FLEET_WINDOW_MS: u64 = 100;
-const FLEET_SLOW_US: u32 = 5_000;
+const FLEET_WINDOW_MS: u64 = schedule::WINDOW_MS;
+const FLEET_SLOW_US: u32 = schedule::SLOW_US;
 
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";
@@ -691,6 +692,7 @@ fn print_record(r: &Value) {
                 || k.ends_with("_first")
                 || k.ends_with("_message")
                 || k.starts_with("daemon_kib")
+                || k.starts_with("client_kib")
                 || k == "mb_per_s"
                 || k == "connections"
                 || k == "pairs"

@@ -30,6 +30,25 @@ fn clock_us(clock: crate::libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
+/// This process's resident memory (`VmRSS`), in KiB; 0 when /proc does not say.
+pub fn rss_kib() -> u64 {
+    status_kib("self", "VmRSS:")
+}
+
+/// A figure in KiB from `/proc/<pid>/status` (`pid` may be `self`), by its key; 0 when /proc
+/// does not say.
+pub fn status_kib(pid: &str, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// The `p` quantile of sorted latencies.
 pub fn pct(sorted: &[u32], p: f64) -> u64 {
     if sorted.is_empty() {
@@ -93,6 +112,82 @@ where
         ));
     }
     out
+}
+
+/// A `many` job: a client alone at many servers, as the bench's scale and session-open steps
+/// reach them through the daemon. The job's `many` object: `connections` (how many servers),
+/// `dials_at_once` (how many are started and listed at a time: the daemon's default),
+/// `indexed_urls` (over HTTP, server `i` is the job's URL with `/<i>` added), `idle_ms` (how long
+/// to wait, connected, before the idle memory is read), `load` (calls round the servers at
+/// one level: `{"levels": [c], "duration_ms", "warmup_ms"}`, as [`levels`] reads it) and
+/// `fleet` (`{"sessions", "duration_ms"}`: the agent fleet over the servers in that many
+/// groups). Every client answers it with [`many_output`]'s shape.
+pub struct Many {
+    pub connections: usize,
+    pub dials_at_once: usize,
+    pub indexed_urls: bool,
+    pub idle_ms: u64,
+    pub load: Option<Value>,
+    pub fleet: Option<(usize, Duration)>,
+}
+
+impl Many {
+    pub fn from_job(job: &Value) -> Many {
+        let m = &job["many"];
+        Many {
+            connections: m["connections"].as_u64().unwrap_or(1).max(1) as usize,
+            dials_at_once: m["dials_at_once"].as_u64().unwrap_or(1).max(1) as usize,
+            indexed_urls: m["indexed_urls"].as_bool().unwrap_or(false),
+            idle_ms: m["idle_ms"].as_u64().unwrap_or(0),
+            load: m.get("load").filter(|l| l.is_object()).cloned(),
+            fleet: m["fleet"].as_object().map(|f| {
+                (
+                    f.get("sessions")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(1)
+                        .max(1) as usize,
+                    Duration::from_millis(
+                        f.get("duration_ms").and_then(Value::as_u64).unwrap_or(1000),
+                    ),
+                )
+            }),
+        }
+    }
+
+    /// The job for server `i`: the job itself, with `/<i>` added to its URL when asked.
+    pub fn target(&self, job: &Value, i: usize) -> Value {
+        let mut j = job.clone();
+        if self.indexed_urls {
+            if let Some(url) = job["url"].as_str() {
+                j["url"] = json!(format!("{}/{i}", url.trim_end_matches('/')));
+            }
+        }
+        j
+    }
+}
+
+/// What every client answers a `many` job with: how long connecting and listing every server
+/// took, how many and their tools, its own resident memory (KiB) at the start, connected,
+/// after `idle_ms` and after the load, the load's record and the fleet's, and how many of
+/// the fleet's windows had a slow call.
+pub fn many_output(
+    connect_ms: f64,
+    connections: usize,
+    tools: usize,
+    [start, connected, idle, busy]: [u64; 4],
+    load: Option<Value>,
+    fleet: Option<Value>,
+    slow_windows: usize,
+) -> Value {
+    json!({
+        "connect_ms": connect_ms,
+        "connections": connections,
+        "tools": tools,
+        "rss_kib": {"start": start, "connected": connected, "idle": idle, "busy": busy},
+        "load": load,
+        "fleet": fleet,
+        "slow_windows": slow_windows,
+    })
 }
 
 /// The record of one level.

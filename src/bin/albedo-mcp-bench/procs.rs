@@ -108,15 +108,7 @@ pub fn run_json(mut cmd: Command, limit: Duration) -> Result<Value, String> {
 }
 
 fn status_field(pid: i32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    crate::measure::status_kib(&pid.to_string(), key)
 }
 
 /// Resident memory in KiB.

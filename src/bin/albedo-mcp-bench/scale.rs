@@ -1,6 +1,7 @@
 //! Scale (`--only scale`): 1,000 idle HTTP connections, 200 sessions x 5 stdio servers, and the
 //! agent fleet (those sessions, one call each every 10 ms), through the API and, for what it is
-//! read against, through albedo's client alone and at the HTTP floor.
+//! read against, through each client alone (albedo's, rmcp, the TypeScript client: `alone.rs`)
+//! and, for the fleet, at the HTTP floor.
 //!
 //! Owns: those scenarios' records. Must not touch: the summary.
 
@@ -50,6 +51,19 @@ impl Bench {
                 }
                 self.push(rec);
                 self.delete_session(&d, &id);
+            }
+        }
+        // The same N servers and calls, through each client alone.
+        for who in alone::ALONE_HTTP {
+            let plan = alone::ManyPlan {
+                connections: n,
+                indexed_urls: true,
+                idle_ms: if self.opts.quick { 300 } else { 5000 },
+                load: Some(self.sizes.scale_concurrency),
+                fleet_sessions: None,
+            };
+            if let Some(out) = self.run_many(who, &self.http_target("/mcp"), &plan) {
+                self.many_record("scale_http_connections", who, &out, "load", &json!({}));
             }
         }
         // M sessions x K stdio servers.
@@ -132,20 +146,32 @@ impl Bench {
         self.fleet_without_daemon(m, k);
     }
 
-    /// The fleet's schedule without the daemon, on the same machine right after it: albedo's
-    /// client straight at 1,000 servers like the daemon's (`client.rs`: one thread, no HTTP),
-    /// and the API's load generator straight at the bench's HTTP server (the HTTP floor, no
-    /// stdio server behind it). What the API's p99 is read against.
+    /// The same servers, calls and fleet without the daemon, on the same machine right after
+    /// it: each client alone at `m` x `k` servers like the daemon's (`alone.rs`; albedo's on
+    /// one thread, no HTTP), and the fleet's schedule with the API's load generator straight
+    /// at the bench's HTTP server (the HTTP floor, no stdio server behind it). What the API's
+    /// figures are read against.
     fn fleet_without_daemon(&mut self, m: usize, k: usize) {
-        let mut job = self.stdio_target(&[]);
-        job["tool"] = json!("echo");
-        job["arguments"] = json!({"message": "hello"});
-        job["duration_ms"] = json!(self.sizes.fleet_duration_ms);
-        job["fleet"] = json!({"sessions": m, "per_session": k});
-        if let Some(out) = self.run_client(ALBEDO, &job) {
+        for who in alone::ALONE_STDIO {
+            let plan = alone::ManyPlan {
+                connections: m * k,
+                indexed_urls: false,
+                idle_ms: 0,
+                load: Some(self.sizes.scale_concurrency),
+                fleet_sessions: Some(m),
+            };
+            let Some(out) = self.run_many(who, &self.stdio_target(&[]), &plan) else {
+                continue;
+            };
+            let extra = json!({
+                "sessions": m,
+                "servers_per_session": k,
+                "client_kib_per_session": alone::kib_per_connection(&out) * k as f64,
+            });
+            self.many_record("scale_stdio_sessions", who, &out, "load", &extra);
             let slow = out["slow_windows"].as_u64().unwrap_or(0) as usize;
             let extra = self.fleet_fields(m, slow);
-            self.record_levels(fleet_scenario(ALBEDO), ALBEDO, &out, &extra);
+            self.many_record(fleet_scenario(who), who, &out, "fleet", &extra);
         }
         if let Some((pid, addr)) = self.http_floor_server() {
             let paths = vec![vec!["/mcp".to_owned()]; m];

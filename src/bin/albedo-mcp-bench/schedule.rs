@@ -1,6 +1,8 @@
 //! The agent fleet's schedule, one loop for every way the fleet is made: through the API and
-//! at the HTTP floor (`scale.rs`, the load generator), and through albedo's client alone
-//! (`client.rs`, in its own process). Every session calls once per period, to its targets in
+//! at the HTTP floor (`scale.rs`, the load generator), and through albedo's client and the
+//! rmcp client alone (`client.rs`, and `benches/rmcp-client`, which includes this file with
+//! `#[path]`, each in its own process; the TypeScript client, `benches/ts-client.mjs`, runs
+//! the same schedule written in JavaScript, with these constants sent in its job). Every session calls once per period, to its targets in
 //! turn, the sessions spread over the first period (tokio's timer rounds each start to its
 //! millisecond, so with 200 sessions some 20 call at once each millisecond). A call that takes
 //! longer than the period delays that session's next one: ticks are skipped, not bunched.
@@ -11,6 +13,13 @@
 use crate::measure;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
+
+/// Each session of the fleet calls once per this many ms...
+pub const PERIOD_MS: u64 = 10;
+/// ...and its calls are counted in windows of this many ms (by when a call started)...
+pub const WINDOW_MS: u64 = 100;
+/// ...where a call over this many µs is slow.
+pub const SLOW_US: u32 = 5_000;
 
 /// One fleet's schedule.
 pub struct Fleet {
@@ -33,14 +42,14 @@ pub struct FleetRun {
 }
 
 impl Fleet {
-    /// The bench's fleet (one call per session every `FLEET_PERIOD_MS`, slow past
-    /// `FLEET_SLOW_US`, counted in windows of `FLEET_WINDOW_MS`), for `duration`.
+    /// The bench's fleet (one call per session every `PERIOD_MS`, slow past `SLOW_US`,
+    /// counted in windows of `WINDOW_MS`), for `duration`.
     pub fn new(duration: Duration) -> Fleet {
         Fleet {
-            period: Duration::from_millis(crate::FLEET_PERIOD_MS),
+            period: Duration::from_millis(PERIOD_MS),
             duration,
-            window_ms: crate::FLEET_WINDOW_MS,
-            slow_us: crate::FLEET_SLOW_US,
+            window_ms: WINDOW_MS,
+            slow_us: SLOW_US,
         }
     }
 

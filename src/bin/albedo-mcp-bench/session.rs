@@ -1,5 +1,7 @@
 //! Session open (`--only session`): a warm open over saved catalogues (and the first one after
-//! they changed), and a cold open of servers that take their time to start.
+//! they changed), and a cold open of servers that take their time to start; each also by every
+//! client alone (`alone.rs`), which has no saved catalogue: its open is starting every server
+//! and listing its tools.
 //!
 //! Owns: those scenarios' records. Must not touch: the summary.
 
@@ -73,6 +75,7 @@ impl Bench {
                 times.sort_by(f64::total_cmp);
                 let mut r = opens_record(
                     "session_open_warm",
+                    API,
                     &times,
                     json!({
                         "open_ms_first": first,
@@ -87,6 +90,17 @@ impl Bench {
                 self.push(r);
             }
         }
+        // The same servers, every client alone: started and listed, all of them, each time.
+        let target = self.stdio_target(&["--tools", &tools]);
+        let (servers, want) = (
+            self.sizes.warm_servers,
+            self.sizes.warm_servers * self.sizes.warm_tools,
+        );
+        self.opens_alone("session_open_warm", &target, servers, want, |_, out| {
+            let per = out["tools"].as_u64().unwrap_or(0)
+                / out["connections"].as_u64().unwrap_or(1).max(1);
+            json!({"tools_per_server": per})
+        });
         // Cold: N servers that each take D ms to start, never heard from.
         let delay = self.sizes.cold_delay_ms;
         let mut times = Vec::new();
@@ -139,6 +153,7 @@ impl Bench {
         times.sort_by(f64::total_cmp);
         let mut r = opens_record(
             "session_open_cold",
+            API,
             &times,
             json!({
                 "servers": self.sizes.cold_servers,
@@ -150,15 +165,71 @@ impl Bench {
             r["failed"] = json!("no cold open connected every server");
         }
         self.push(r);
+        drop(d);
+        let args = ["--start-delay-ms".to_owned(), delay.to_string()];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let target = self.stdio_target(&args);
+        let servers = self.sizes.cold_servers;
+        // The bench's server lists two tools unless told more.
+        self.opens_alone(
+            "session_open_cold",
+            &target,
+            servers,
+            2 * servers,
+            |times, _| {
+                let slowest = times.last().copied().unwrap_or(0.0);
+                json!({"server_start_ms": delay, "over_slowest_ms_max": slowest - delay as f64})
+            },
+        );
+    }
+
+    /// `scenario`'s opens by every client alone: `cold_reps` runs of each, every one starting
+    /// `servers` servers of `target` and listing their tools (`tools` in all, or the record
+    /// fails); `fields` of a client's open
+    /// times (ms, sorted) and its last run go into its record.
+    fn opens_alone(
+        &mut self,
+        scenario: &str,
+        target: &Value,
+        servers: usize,
+        tools: usize,
+        fields: impl Fn(&[f64], &Value) -> Value,
+    ) {
+        let plan = alone::ManyPlan {
+            connections: servers,
+            indexed_urls: false,
+            idle_ms: 0,
+            load: None,
+            fleet_sessions: None,
+        };
+        for who in alone::ALONE_STDIO {
+            let opens: Vec<Value> = (0..self.sizes.cold_reps)
+                .map_while(|_| self.run_many(who, target, &plan))
+                .collect();
+            let Some(last) = opens.last() else {
+                continue;
+            };
+            let times = alone::open_times(&opens);
+            let mut extra = json!({"servers": servers});
+            merge(&mut extra, &fields(&times, last));
+            let mut r = opens_record(scenario, who, &times, extra);
+            if let Some(o) = opens
+                .iter()
+                .find(|o| o["tools"].as_u64() != Some(tools as u64))
+            {
+                r["failed"] = json!(format!("an open listed {} tools, not {tools}", o["tools"]));
+            }
+            self.push(r);
+        }
     }
 }
 
 /// The record of a scenario's session opens, `times` (ms, sorted): their p50 and maximum, as
 /// `p50_us` and `p99_us` too, with the scenario's own figures in `extra`.
-fn opens_record(scenario: &str, times: &[f64], extra: Value) -> Value {
+fn opens_record(scenario: &str, client: &str, times: &[f64], extra: Value) -> Value {
     let mut r = json!({
         "scenario": scenario,
-        "client": API,
+        "client": client,
         "concurrency": 1,
         "open_ms_p50": pctf(times, 0.5),
         "open_ms_max": times.last().copied().unwrap_or(0.0),

@@ -283,7 +283,7 @@ impl Bench {
         let get = |s: &str| {
             self.records
                 .iter()
-                .find(|r| r["scenario"] == s && r.get("failed").is_none())
+                .find(|r| r["scenario"] == s && r["client"] == API && r.get("failed").is_none())
         };
         if let Some(r) = get("session_open_warm") {
             let ms = r["open_ms_p50"].as_f64().unwrap_or(f64::MAX);
@@ -316,9 +316,11 @@ impl Bench {
         if let Some(r) = fleet(API) {
             let p99 = r["p99_us"].as_f64().unwrap_or(f64::MAX);
             let errors = r["errors"].as_u64().unwrap_or(u64::MAX);
-            // The same schedule without the daemon: albedo's client alone, and the HTTP floor.
+            // The same schedule without the daemon: each client alone, and the HTTP floor.
             let beside: String = [
                 (ALBEDO, "albedo's client alone"),
+                (RMCP, "rmcp alone"),
+                (TS, "the TypeScript client alone"),
                 (LOADGEN, "the HTTP floor"),
             ]
             .iter()
