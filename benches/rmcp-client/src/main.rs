@@ -29,7 +29,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 struct Load {
     tool: String,
@@ -158,62 +158,22 @@ async fn connect(job: &Value) -> Result<(Service, usize), String> {
 async fn many(job: &Value) -> Value {
     let plan = &measure::Many::from_job(job);
     let rss_start = measure::rss_kib();
-    let t0 = Instant::now();
-    let mut services = Vec::with_capacity(plan.connections);
-    let mut tools = 0;
-    while services.len() < plan.connections {
-        let from = services.len();
-        let more = (plan.connections - from).min(plan.dials_at_once);
-        let dials = (from..from + more).map(|i| async move { connect(&plan.target(job, i)).await });
-        for c in futures_util::future::join_all(dials).await {
-            match c {
-                Ok((s, n)) => {
-                    services.push(s);
-                    tools += n;
-                }
-                Err(e) => return json!({"error": e}),
-            }
-        }
-    }
-    let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    let rss_connected = measure::rss_kib();
-    if plan.idle_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(plan.idle_ms)).await;
-    }
-    let rss_idle = measure::rss_kib();
+    let (services, tools, connect_ms) =
+        match plan.connect_all(job, async |j| connect(&j).await).await {
+            Ok(d) => d,
+            Err(e) => return json!({"error": e}),
+        };
+    let (rss_connected, rss_idle) = plan.settle().await;
     let peers: Arc<Vec<Peer<RoleClient>>> =
         Arc::new(services.iter().map(|s| s.peer().clone()).collect());
     let load = Arc::new(Load {
         tool: job["tool"].as_str().unwrap_or("echo").to_owned(),
         arguments: job["arguments"].as_object().cloned().unwrap_or_default(),
     });
-    let level = match &plan.load {
-        Some(l) => measure::levels(l, |c, until, calls| {
-            run_level(&peers, &load, c, until, calls)
-        })
-        .await
-        .pop(),
-        None => None,
-    };
-    let rss_busy = measure::rss_kib();
-    let (mut fleet, mut slow_windows) = (None, 0);
-    if let Some((sessions, duration)) = plan.fleet {
-        let per = (peers.len() / sessions.max(1)).max(1);
-        let groups: Vec<&[Peer<RoleClient>]> = peers.chunks(per).collect();
-        let cpu0 = measure::cpu_us();
-        let began = Instant::now();
-        let run = schedule::Fleet::new(duration)
-            .run(groups, "rmcp client", async |group, i| {
-                one(&group[i % group.len()], &load).await.map(|_| ())
-            })
-            .await;
-        let elapsed = began.elapsed().as_secs_f64();
-        let cpu = measure::cpu_us().saturating_sub(cpu0);
-        fleet = Some(measure::record(
-            sessions, run.lat, 0, run.errors, elapsed, cpu,
-        ));
-        slow_windows = run.slow_windows;
-    }
+    let call = async |peer: &Peer<RoleClient>| one(peer, &load).await.map(|_| ());
+    let run = |c, until, calls| run_level(&peers, &load, c, until, calls);
+    let (level, rss_busy, fleet) =
+        schedule::Fleet::load_then_fleet(plan, &peers, "rmcp client", run, call).await;
     let n = services.len();
     drop(peers);
     futures_util::future::join_all(services.into_iter().map(|s| s.cancel())).await;
@@ -224,7 +184,6 @@ async fn many(job: &Value) -> Value {
         [rss_start, rss_connected, rss_idle, rss_busy],
         level,
         fleet,
-        slow_windows,
     )
 }
 

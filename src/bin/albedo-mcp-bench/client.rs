@@ -216,41 +216,21 @@ async fn drive(job: Value) -> Value {
 async fn many(job: &Value) -> Value {
     let plan = &measure::Many::from_job(job);
     let rss_start = measure::rss_kib();
-    let t0 = Instant::now();
-    let batch = plan.dials_at_once;
-    let mut servers = Vec::with_capacity(plan.connections);
-    let mut tools = 0;
-    while servers.len() < plan.connections {
-        let from = servers.len();
-        let more = (plan.connections - from).min(batch);
-        let dials = (from..from + more).map(|i| async move {
-            let c = connect(&plan.target(job, i)).await?;
-            let listed = discovery::list_all(
-                &c.client,
-                "tools/list",
-                "tools",
-                &discovery::Budget::new(CALL_TIMEOUT),
-            )
-            .await
-            .map_err(|e| format!("tools/list: {e}"))?;
-            Ok::<_, String>((c, listed.len()))
-        });
-        for c in futures_util::future::join_all(dials).await {
-            match c {
-                Ok((c, n)) => {
-                    servers.push(c);
-                    tools += n;
-                }
-                Err(e) => return json!({"error": e}),
-            }
-        }
-    }
-    let connect_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    let rss_connected = measure::rss_kib();
-    if plan.idle_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(plan.idle_ms)).await;
-    }
-    let rss_idle = measure::rss_kib();
+    let dialled = plan
+        .connect_all(job, async |server| {
+            let c = connect(&server).await?;
+            let budget = discovery::Budget::new(CALL_TIMEOUT);
+            let listed = discovery::list_all(&c.client, "tools/list", "tools", &budget)
+                .await
+                .map_err(|e| format!("tools/list: {e}"))?;
+            Ok((c, listed.len()))
+        })
+        .await;
+    let (servers, tools, connect_ms) = match dialled {
+        Ok(d) => d,
+        Err(e) => return json!({"error": e}),
+    };
+    let (rss_connected, rss_idle) = plan.settle().await;
     let params = Rc::new(json!({
         "name": job["tool"].as_str().unwrap_or("echo"),
         "arguments": job["arguments"].clone(),
@@ -258,41 +238,16 @@ async fn many(job: &Value) -> Value {
     let (clients, events): (Vec<McpClient>, Vec<_>) =
         servers.into_iter().map(|c| (c.client, c._events)).unzip();
     let clients = Rc::new(clients);
-    let load = match &plan.load {
-        Some(load) => measure::levels(load, |c, until, calls| {
-            run_level(&clients, &params, c, until, calls)
-        })
+    let call = async |client: &McpClient| match client
+        .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)
         .await
-        .pop(),
-        None => None,
+    {
+        Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => Ok(()),
+        other => Err(format!("{other:?}")),
     };
-    let rss_busy = measure::rss_kib();
-    let (mut fleet, mut slow_windows) = (None, 0);
-    if let Some((sessions, duration)) = plan.fleet {
-        let schedule = crate::schedule::Fleet::new(duration);
-        let per = (clients.len() / sessions.max(1)).max(1);
-        let groups: Vec<&[McpClient]> = clients.chunks(per).collect();
-        let cpu0 = measure::cpu_us();
-        let began = Instant::now();
-        let run = schedule
-            .run(groups, "albedo client", async |group, i| {
-                let client = &group[i % group.len()];
-                match client
-                    .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)
-                    .await
-                {
-                    Ok(r) if r.get("isError") != Some(&Value::Bool(true)) => Ok(()),
-                    other => Err(format!("{other:?}")),
-                }
-            })
-            .await;
-        let elapsed = began.elapsed().as_secs_f64();
-        let cpu = measure::cpu_us().saturating_sub(cpu0);
-        fleet = Some(measure::record(
-            sessions, run.lat, 0, run.errors, elapsed, cpu,
-        ));
-        slow_windows = run.slow_windows;
-    }
+    let run = |c, until, calls| run_level(&clients, &params, c, until, calls);
+    let (load, rss_busy, fleet) =
+        crate::schedule::Fleet::load_then_fleet(plan, &clients, "albedo client", run, call).await;
     for c in clients.iter() {
         c.close();
     }
@@ -304,6 +259,5 @@ async fn many(job: &Value) -> Value {
         [rss_start, rss_connected, rss_idle, rss_busy],
         load,
         fleet,
-        slow_windows,
     )
 }

@@ -1,7 +1,8 @@
 //! How every client mode of the bench measures a job's levels and reports them, the same for
 //! albedo's client (`client.rs`), the floor (`floor.rs`) and the rmcp client
 //! (`benches/rmcp-client`, which includes this file with `#[path]`, so that the three report
-//! exactly alike). Only std, `serde_json` and `crate::libc` (the process's CPU clock).
+//! exactly alike). Only std, `serde_json`, `crate::libc` (the process's CPU clock),
+//! `futures_util` and tokio's timer.
 
 use serde_json::{json, Value};
 use std::future::Future;
@@ -154,6 +155,39 @@ impl Many {
         }
     }
 
+    /// Connect every server of `job`, `dials_at_once` at a time, with `dial` (a server's job:
+    /// the connection and how many tools it listed): the connections, their tools in all, and
+    /// how long it took (ms). The first failure ends it.
+    pub async fn connect_all<C>(
+        &self,
+        job: &Value,
+        dial: impl AsyncFn(Value) -> Result<(C, usize), String>,
+    ) -> Result<(Vec<C>, usize, f64), String> {
+        let t0 = Instant::now();
+        let mut conns = Vec::with_capacity(self.connections);
+        let mut tools = 0;
+        while conns.len() < self.connections {
+            let from = conns.len();
+            let more = (self.connections - from).min(self.dials_at_once);
+            let dials = (from..from + more).map(|i| dial(self.target(job, i)));
+            for c in futures_util::future::join_all(dials).await {
+                let (c, n) = c?;
+                conns.push(c);
+                tools += n;
+            }
+        }
+        Ok((conns, tools, t0.elapsed().as_secs_f64() * 1000.0))
+    }
+
+    /// This process's memory once connected, and after waiting `idle_ms` (KiB).
+    pub async fn settle(&self) -> (u64, u64) {
+        let connected = rss_kib();
+        if self.idle_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(self.idle_ms)).await;
+        }
+        (connected, rss_kib())
+    }
+
     /// The job for server `i`: the job itself, with `/<i>` added to its URL when asked.
     pub fn target(&self, job: &Value, i: usize) -> Value {
         let mut j = job.clone();
@@ -176,9 +210,12 @@ pub fn many_output(
     tools: usize,
     [start, connected, idle, busy]: [u64; 4],
     load: Option<Value>,
-    fleet: Option<Value>,
-    slow_windows: usize,
+    fleet: Option<(Value, usize)>,
 ) -> Value {
+    let (fleet, slow_windows) = match fleet {
+        Some((f, slow)) => (Some(f), slow),
+        None => (None, 0),
+    };
     json!({
         "connect_ms": connect_ms,
         "connections": connections,

@@ -53,6 +53,64 @@ impl Fleet {
         }
     }
 
+    /// The fleet over `conns` in `sessions` groups of one size (the last may be shorter), each
+    /// call `call(conn)` to the group's connections in turn: its record (`measure::record`,
+    /// with this process's CPU) and how many windows had a slow call.
+    pub async fn over<C>(
+        &self,
+        conns: &[C],
+        sessions: usize,
+        who: &str,
+        call: impl AsyncFn(&C) -> Result<(), String>,
+    ) -> (serde_json::Value, usize) {
+        let per = (conns.len() / sessions.max(1)).max(1);
+        let groups: Vec<&[C]> = conns.chunks(per).collect();
+        let cpu0 = measure::cpu_us();
+        let began = Instant::now();
+        let run = self
+            .run(groups, who, async |group, i| {
+                call(&group[i % group.len()]).await
+            })
+            .await;
+        let elapsed = began.elapsed().as_secs_f64();
+        let cpu = measure::cpu_us().saturating_sub(cpu0);
+        let record = measure::record(sessions, run.lat, 0, run.errors, elapsed, cpu);
+        (record, run.slow_windows)
+    }
+
+    /// A `many` job's load and then its fleet (`measure::Many`), as each Rust client runs
+    /// them over its connections `conns`: the load's record (its one level, `run` as
+    /// `measure::levels` takes it), this process's memory after it (KiB), and the fleet's
+    /// record with its slow windows ([`Fleet::over`], each call `call(conn)`).
+    pub async fn load_then_fleet<C, F, Fut>(
+        plan: &measure::Many,
+        conns: &[C],
+        who: &str,
+        run: F,
+        call: impl AsyncFn(&C) -> Result<(), String>,
+    ) -> (
+        Option<serde_json::Value>,
+        u64,
+        Option<(serde_json::Value, usize)>,
+    )
+    where
+        F: FnMut(usize, Option<Instant>, Option<u64>) -> Fut,
+        Fut: std::future::Future<Output = measure::LevelRun>,
+    {
+        let load = match &plan.load {
+            Some(l) => measure::levels(l, run).await.pop(),
+            None => None,
+        };
+        let rss_busy = measure::rss_kib();
+        let fleet = match plan.fleet {
+            Some((sessions, duration)) => {
+                Some(Fleet::new(duration).over(conns, sessions, who, call).await)
+            }
+            None => None,
+        };
+        (load, rss_busy, fleet)
+    }
+
     /// Run the fleet: `call(session, i)` makes session's `i`-th call, `Err` with what to say of
     /// the first failure (named by `who`).
     pub async fn run<S>(
