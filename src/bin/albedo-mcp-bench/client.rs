@@ -117,7 +117,8 @@ fn shared_tls() -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
 /// One client connected to the job's server (handshake done), with what it needs kept alive.
 struct Connected {
     client: McpClient,
-    _events: tokio::sync::mpsc::UnboundedReceiver<albedo_mcp::client::ClientEvent>,
+    /// The client's events, unread: kept so that its sink stays open.
+    events: tokio::sync::mpsc::UnboundedReceiver<albedo_mcp::client::ClientEvent>,
 }
 
 async fn connect(job: &Value) -> Result<Connected, String> {
@@ -168,10 +169,7 @@ async fn connect(job: &Value) -> Result<Connected, String> {
     handshake::handshake(&client, Duration::from_secs(30))
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    Ok(Connected {
-        client,
-        _events: events,
-    })
+    Ok(Connected { client, events })
 }
 
 async fn drive(job: Value) -> Value {
@@ -179,7 +177,10 @@ async fn drive(job: Value) -> Value {
         return many(&job).await;
     }
     let t0 = Instant::now();
-    let Connected { client, _events } = match connect(&job).await {
+    let Connected {
+        client,
+        events: _events,
+    } = match connect(&job).await {
         Ok(c) => c,
         Err(e) => return json!({"error": e}),
     };
@@ -236,7 +237,7 @@ async fn many(job: &Value) -> Value {
         "arguments": job["arguments"].clone(),
     }));
     let (clients, events): (Vec<McpClient>, Vec<_>) =
-        servers.into_iter().map(|c| (c.client, c._events)).unzip();
+        servers.into_iter().map(|c| (c.client, c.events)).unzip();
     let clients = Rc::new(clients);
     let call = async |client: &McpClient| match client
         .request("tools/call", Some((*params).clone()), CALL_TIMEOUT)

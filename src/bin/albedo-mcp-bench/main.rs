@@ -282,14 +282,10 @@ const LOADGEN: &str = "loadgen";
 const FLOOR_SERVER_CPU_NOTE: &str = "the bench HTTP server's CPU per call";
 /// The HTTP floor for one large answer (`large.rs`): its scenario.
 const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
-/// The agent fleet (`scale.rs`): each session's period, the scenario through the API and
-/// albedo's client, and the same schedule at the HTTP floor.
-const FLEET_PERIOD_MS: u64 = schedule::PERIOD_MS;
+/// The agent fleet (`scale.rs`, its schedule in `schedule.rs`): the scenario through the API
+/// and the clients, and the same schedule at the HTTP floor.
 const FLEET_SCENARIO: &str = "fleet_sessions";
 const FLEET_FLOOR_SCENARIO: &str = "fleet_http_floor";
-/// The fleet's windows (by when a call started), and what makes a call slow in one.
-const FLEET_WINDOW_MS: u64 = schedule::WINDOW_MS;
-const FLEET_SLOW_US: u32 = schedule::SLOW_US;
 
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";

@@ -122,7 +122,8 @@ where
 /// to wait, connected, before the idle memory is read), `load` (calls round the servers at
 /// one level: `{"levels": [c], "duration_ms", "warmup_ms"}`, as [`levels`] reads it) and
 /// `fleet` (`{"sessions", "duration_ms"}`: the agent fleet over the servers in that many
-/// groups). Every client answers it with [`many_output`]'s shape.
+/// groups). The bench writes it with [`Many::to_json`]; every client answers it with
+/// [`many_output`]'s shape.
 pub struct Many {
     pub connections: usize,
     pub dials_at_once: usize,
@@ -153,6 +154,31 @@ impl Many {
                 )
             }),
         }
+    }
+
+    /// The job's `many` object, as [`Many::from_job`] reads it back. The fleet also carries
+    /// its schedule's constants (`schedule.rs`), which the TypeScript client reads from there.
+    #[allow(dead_code)] // The rmcp client, which includes this file, only reads jobs.
+    pub fn to_json(&self) -> Value {
+        let mut m = json!({
+            "connections": self.connections,
+            "dials_at_once": self.dials_at_once,
+            "indexed_urls": self.indexed_urls,
+            "idle_ms": self.idle_ms,
+        });
+        if let Some(load) = &self.load {
+            m["load"] = load.clone();
+        }
+        if let Some((sessions, duration)) = self.fleet {
+            m["fleet"] = json!({
+                "sessions": sessions,
+                "duration_ms": duration.as_millis() as u64,
+                "period_ms": crate::schedule::PERIOD_MS,
+                "window_ms": crate::schedule::WINDOW_MS,
+                "slow_us": crate::schedule::SLOW_US,
+            });
+        }
+        m
     }
 
     /// Connect every server of `job`, `dials_at_once` at a time, with `dial` (a server's job:

@@ -6,6 +6,7 @@
 //! Owns: those scenarios' records. Must not touch: the summary.
 
 use super::*;
+use crate::schedule::{PERIOD_MS, WINDOW_MS};
 
 impl Bench {
     pub(crate) fn scale(&mut self) {
@@ -55,15 +56,15 @@ impl Bench {
         }
         // The same N servers and calls, through each client alone.
         for who in alone::ALONE_HTTP {
-            let plan = alone::ManyPlan {
-                connections: n,
+            let plan = measure::Many {
                 indexed_urls: true,
                 idle_ms: if self.opts.quick { 300 } else { 5000 },
-                load: Some(self.sizes.scale_concurrency),
-                fleet_sessions: None,
+                load: Some(self.scale_load_spec()),
+                ..self.many_plan(n)
             };
             if let Some(out) = self.run_many(who, &self.http_target("/mcp"), &plan) {
-                self.many_record("scale_http_connections", who, &out, "load", &json!({}));
+                let memory = alone::memory_fields(&out);
+                self.many_record("scale_http_connections", who, &out, "load", &memory);
             }
         }
         // M sessions x K stdio servers.
@@ -153,21 +154,24 @@ impl Bench {
     /// figures are read against.
     fn fleet_without_daemon(&mut self, m: usize, k: usize) {
         for who in alone::ALONE_STDIO {
-            let plan = alone::ManyPlan {
-                connections: m * k,
-                indexed_urls: false,
-                idle_ms: 0,
-                load: Some(self.sizes.scale_concurrency),
-                fleet_sessions: Some(m),
+            let fleet = Duration::from_millis(self.sizes.fleet_duration_ms);
+            let plan = measure::Many {
+                load: Some(self.scale_load_spec()),
+                fleet: Some((m, fleet)),
+                ..self.many_plan(m * k)
             };
             let Some(out) = self.run_many(who, &self.stdio_target(&[]), &plan) else {
                 continue;
             };
-            let extra = json!({
-                "sessions": m,
-                "servers_per_session": k,
-                "client_kib_per_session": alone::kib_per_connection(&out) * k as f64,
-            });
+            let mut extra = alone::memory_fields(&out);
+            merge(
+                &mut extra,
+                &json!({
+                    "sessions": m,
+                    "servers_per_session": k,
+                    "client_kib_per_session": alone::kib_per_connection(&out) * k as f64,
+                }),
+            );
             self.many_record("scale_stdio_sessions", who, &out, "load", &extra);
             let slow = out["slow_windows"].as_u64().unwrap_or(0) as usize;
             let extra = self.fleet_fields(m, slow);
@@ -185,10 +189,10 @@ impl Bench {
     fn fleet_fields(&self, sessions: usize, slow_windows: usize) -> Value {
         json!({
             "sessions": sessions,
-            "period_ms": FLEET_PERIOD_MS,
+            "period_ms": PERIOD_MS,
             "duration_ms": self.sizes.fleet_duration_ms,
-            "windows": self.sizes.fleet_duration_ms.div_ceil(FLEET_WINDOW_MS),
-            "window_ms": FLEET_WINDOW_MS,
+            "windows": self.sizes.fleet_duration_ms.div_ceil(WINDOW_MS),
+            "window_ms": WINDOW_MS,
             "windows_with_a_call_over_5ms": slow_windows,
         })
     }
@@ -229,8 +233,8 @@ impl Bench {
             rec["cpu_note"] = json!(FLOOR_SERVER_CPU_NOTE);
         }
         println!(
-            "{scenario} ({who}): {} sessions x 1 call / {FLEET_PERIOD_MS} ms: {:.0} calls/s, p50 {} \
-             us, p99 {} us, {} errors; {slow_windows} of {} windows of {FLEET_WINDOW_MS} ms had a \
+            "{scenario} ({who}): {} sessions x 1 call / {PERIOD_MS} ms: {:.0} calls/s, p50 {} \
+             us, p99 {} us, {} errors; {slow_windows} of {} windows of {WINDOW_MS} ms had a \
              call over 5 ms",
             paths.len(),
             rec["calls_per_s"].as_f64().unwrap_or(0.0),

@@ -92,15 +92,14 @@ impl Bench {
         }
         // The same servers, every client alone: started and listed, all of them, each time.
         let target = self.stdio_target(&["--tools", &tools]);
-        let (servers, want) = (
-            self.sizes.warm_servers,
-            self.sizes.warm_servers * self.sizes.warm_tools,
+        let (servers, tools) = (self.sizes.warm_servers, self.sizes.warm_tools);
+        self.opens_alone(
+            "session_open_warm",
+            &target,
+            servers,
+            tools,
+            |_| json!({"tools_per_server": tools}),
         );
-        self.opens_alone("session_open_warm", &target, servers, want, |_, out| {
-            let per = out["tools"].as_u64().unwrap_or(0)
-                / out["connections"].as_u64().unwrap_or(1).max(1);
-            json!({"tools_per_server": per})
-        });
         // Cold: N servers that each take D ms to start, never heard from.
         let delay = self.sizes.cold_delay_ms;
         let mut times = Vec::new();
@@ -166,17 +165,14 @@ impl Bench {
         }
         self.push(r);
         drop(d);
-        let args = ["--start-delay-ms".to_owned(), delay.to_string()];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let target = self.stdio_target(&args);
-        let servers = self.sizes.cold_servers;
+        let target = self.stdio_target(&["--start-delay-ms", &delay.to_string()]);
         // The bench's server lists two tools unless told more.
         self.opens_alone(
             "session_open_cold",
             &target,
-            servers,
-            2 * servers,
-            |times, _| {
+            self.sizes.cold_servers,
+            2,
+            |times| {
                 let slowest = times.last().copied().unwrap_or(0.0);
                 json!({"server_start_ms": delay, "over_slowest_ms_max": slowest - delay as f64})
             },
@@ -184,39 +180,34 @@ impl Bench {
     }
 
     /// `scenario`'s opens by every client alone: `cold_reps` runs of each, every one starting
-    /// `servers` servers of `target` and listing their tools (`tools` in all, or the record
-    /// fails); `fields` of a client's open
-    /// times (ms, sorted) and its last run go into its record.
+    /// `servers` servers of `target` and listing their tools (`tools_per_server` each, or the
+    /// record fails); `fields` of a client's open times (ms, sorted) go into its record.
     fn opens_alone(
         &mut self,
         scenario: &str,
         target: &Value,
         servers: usize,
-        tools: usize,
-        fields: impl Fn(&[f64], &Value) -> Value,
+        tools_per_server: usize,
+        fields: impl Fn(&[f64]) -> Value,
     ) {
-        let plan = alone::ManyPlan {
-            connections: servers,
-            indexed_urls: false,
-            idle_ms: 0,
-            load: None,
-            fleet_sessions: None,
-        };
+        let plan = self.many_plan(servers);
+        let tools = (servers * tools_per_server) as u64;
         for who in alone::ALONE_STDIO {
             let opens: Vec<Value> = (0..self.sizes.cold_reps)
                 .map_while(|_| self.run_many(who, target, &plan))
                 .collect();
-            let Some(last) = opens.last() else {
+            if opens.is_empty() {
                 continue;
-            };
-            let times = alone::open_times(&opens);
-            let mut extra = json!({"servers": servers});
-            merge(&mut extra, &fields(&times, last));
-            let mut r = opens_record(scenario, who, &times, extra);
-            if let Some(o) = opens
+            }
+            let mut times: Vec<f64> = opens
                 .iter()
-                .find(|o| o["tools"].as_u64() != Some(tools as u64))
-            {
+                .filter_map(|o| o["connect_ms"].as_f64())
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let mut extra = json!({"servers": servers});
+            merge(&mut extra, &fields(&times));
+            let mut r = opens_record(scenario, who, &times, extra);
+            if let Some(o) = opens.iter().find(|o| o["tools"].as_u64() != Some(tools)) {
                 r["failed"] = json!(format!("an open listed {} tools, not {tools}", o["tools"]));
             }
             self.push(r);
