@@ -24,6 +24,9 @@ pub const LARGE: usize = 1 << 20;
 /// it back.
 const KEEP: usize = LARGE / 2;
 
+/// A line shorter than this is copied out of the read buffer ([`split_line`]).
+pub const COPY_UNDER: usize = 64 * 1024;
+
 /// What a body of a declared length gets when the spare is not free: its buffer grows as the
 /// bytes arrive (a server that declares 16 MiB and sends nothing costs no more than this).
 const FRESH: usize = 64 * 1024;
@@ -51,14 +54,22 @@ fn take(need: usize) -> Option<BytesMut> {
 /// Append `part` to `buf`. A buffer whose next reallocation would reach [`LARGE`] first moves
 /// into the thread's spare when that is free.
 pub fn extend(buf: &mut BytesMut, part: &[u8]) {
-    let (want, cap) = (buf.len() + part.len(), buf.capacity());
+    reserve(buf, part.len());
+    buf.extend_from_slice(part);
+}
+
+/// Room for `additional` more bytes in `buf` (a read into its spare capacity follows). A
+/// buffer whose next reallocation would reach [`LARGE`] first moves into the thread's spare
+/// when that is free.
+pub fn reserve(buf: &mut BytesMut, additional: usize) {
+    let (want, cap) = (buf.len() + additional, buf.capacity());
     if want > cap && cap < LARGE && want.max(2 * cap) >= LARGE {
         if let Some(mut spare) = take(want) {
             spare.extend_from_slice(buf);
             *buf = spare;
         }
     }
-    buf.extend_from_slice(part);
+    buf.reserve(additional);
 }
 
 /// A buffer for a message of `len` bytes (an HTTP body's declared length): the spare when
@@ -79,6 +90,28 @@ pub fn split(buf: &mut BytesMut) -> BytesMut {
     if msg.len() >= KEEP || buf.capacity() > LARGE {
         *buf = BytesMut::new();
     }
+    msg
+}
+
+/// The line `buf[..end]` taken out (its newline at `end` dropped); what follows the newline
+/// stays in `buf`. A line under [`COPY_UNDER`] bytes is copied out, so that `buf` stays the
+/// only owner of its memory and the next reads reuse it: one shared by the lines in flight
+/// would be freed by the last of them, on the thread that answered it, and each line's split
+/// would count its owners with atomics both threads write. A longer one is split off without
+/// a copy and kept ([`keep`]); after a large one the rest moves to a small buffer of its own
+/// (it is at most one read), so that no view of the large allocation stays behind.
+pub fn split_line(buf: &mut BytesMut, end: usize) -> Bytes {
+    if end < COPY_UNDER {
+        let msg = Bytes::copy_from_slice(&buf[..end]);
+        bytes::Buf::advance(buf, end + 1);
+        return msg;
+    }
+    let msg = buf.split_to(end).freeze();
+    bytes::Buf::advance(buf, 1);
+    if msg.len() >= KEEP || buf.capacity() > LARGE {
+        *buf = BytesMut::from(&buf[..]);
+    }
+    keep(&msg);
     msg
 }
 
