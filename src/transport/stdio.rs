@@ -10,6 +10,11 @@
 //! batch from a server that did not negotiate 2025-03-26, or a response nobody waits for is
 //! logged and counted, never fatal.
 //!
+//! Reading ([`read_lines`]): the server's stdout goes straight into one line buffer per
+//! connection, which grows from 8 KiB as reads fill it; a line under 64 KiB is copied out
+//! and the buffer reused, a longer one comes on through a staging buffer and is split off
+//! without a copy (into the thread's spare, [`super::spare`], once it nears 1 MiB).
+//!
 //! Writing: a message sent from the thread the transport was opened on (the connection's
 //! arbiter, where the writer task runs) is queued for the writer task, which batches what is
 //! queued into one write. One sent from another thread (the API worker of a direct call,
