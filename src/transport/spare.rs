@@ -24,7 +24,8 @@ pub const LARGE: usize = 1 << 20;
 /// it back.
 const KEEP: usize = LARGE / 2;
 
-/// A line shorter than this is copied out of the read buffer ([`split_line`]).
+/// A line shorter than this is copied out of the read buffer ([`split_line`]); one that reaches
+/// it comes on into a buffer of its own (the stdio transport's staging).
 pub const COPY_UNDER: usize = 64 * 1024;
 
 /// What a body of a declared length gets when the spare is not free: its buffer grows as the

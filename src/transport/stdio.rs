@@ -37,7 +37,7 @@ use super::spare;
 use super::stderr::StderrCapture;
 use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
-use crate::protocol::check::{Checked, JsonCheck, CHECK_FROM};
+use crate::protocol::check::{Checked, JsonCheck};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
 use crate::store::settings::Secret;
@@ -440,14 +440,14 @@ const READ_FIRST: usize = 8 * 1024;
 /// 64 KiB): at 256 calls in flight one read takes every answer the pipe holds.
 const READ_MOST: usize = 64 * 1024;
 
-/// Reads the server's stdout straight into the message buffer, with no read buffer of 64 KiB
-/// for each connection (tokio's `BufReader` zeroed one: 75 KiB of memory per idle connection
-/// of albedo's client, 20 with this): a line is split off the front of what was read,
-/// without a copy, and what follows its newline stays as the start of the next. A line that
-/// reaches [`CHECK_FROM`] goes on through a staging buffer of a pipe's size, dropped when the
-/// line ends, and is copied on from it ([`spare::extend`]: into the thread's spare once it
-/// nears 1 MiB): a 10 MiB line read straight into its large buffer came 15-20 % slower (the
-/// kernel writing pages not in cache; the same number of reads and wakes).
+/// Reads the server's stdout straight into one line buffer per connection, with no read buffer
+/// of 64 KiB of its own (tokio's `BufReader` zeroed one: 75 KiB of memory per idle connection
+/// of albedo's client, 20 with this). A line under [`spare::COPY_UNDER`] (64 KiB) is copied
+/// out and the buffer reused; what follows its newline stays as the start of the next. A line
+/// that reaches it goes on through a staging buffer of a pipe's size, dropped when the line
+/// ends, and is copied on from it ([`spare::extend`]: into the thread's spare once it nears 1
+/// MiB), then split off without a copy: a 10 MiB line read straight into its large buffer came
+/// 15-20 % slower (the kernel writing pages not in cache; the same number of reads and wakes).
 async fn read_loop(stdout: ChildStdout, link: &Link) {
     let mut limiter = RequestLimiter::default();
     read_lines(stdout, &link.stats, |line, checked| {
@@ -505,7 +505,7 @@ async fn read_lines<R: tokio::io::AsyncRead + Unpin>(
             check.catch_up(&buf);
         }
         scanned = buf.len();
-        if buf.len() >= CHECK_FROM {
+        if buf.len() >= spare::COPY_UNDER {
             // A large line: read a pipe's worth into the staging buffer, then copied on.
             let st = stage.get_or_insert_with(|| BytesMut::with_capacity(READ_MOST));
             st.clear();
