@@ -505,34 +505,33 @@ async fn read_lines<R: tokio::io::AsyncRead + Unpin>(
             check.catch_up(&buf);
         }
         scanned = buf.len();
-        if buf.len() >= spare::COPY_UNDER {
-            // A large line: read a pipe's worth into the staging buffer, then copied on.
+        // A large line's next bytes come through the staging buffer; a small one's straight
+        // into the line buffer, with room made first.
+        let large = buf.len() >= spare::COPY_UNDER;
+        let into = if large {
             let st = stage.get_or_insert_with(|| BytesMut::with_capacity(READ_MOST));
             st.clear();
-            match input
-                .read_buf(&mut bytes::BufMut::limit(&mut *st, READ_MOST))
-                .await
-            {
-                Ok(0) | Err(_) => return,
-                Ok(_) => spare::extend(&mut buf, st),
+            st
+        } else {
+            stage = None;
+            if buf.capacity() - buf.len() < room / 2 {
+                spare::reserve(&mut buf, room);
             }
-            continue;
-        }
-        stage = None;
-        let free = buf.capacity() - buf.len();
-        if free < room / 2 {
-            spare::reserve(&mut buf, room);
-        }
-        // At most a pipe's worth a read, however much room the buffer has: tokio takes a read
-        // that leaves room as the pipe drained, and waits for epoll before the next one.
-        let ask = (buf.capacity() - buf.len()).min(READ_MOST);
-        match input
-            .read_buf(&mut bytes::BufMut::limit(&mut buf, ask))
-            .await
-        {
+            &mut buf
+        };
+        // At most a pipe's worth a read, however much room there is: tokio takes a read that
+        // leaves room as the pipe drained, and waits for epoll before the next one.
+        let ask = (into.capacity() - into.len()).min(READ_MOST);
+        let n = match input.read_buf(&mut bytes::BufMut::limit(into, ask)).await {
             Ok(0) | Err(_) => return,
-            Ok(n) if n == ask => room = (room * 2).min(READ_MOST),
-            Ok(_) => {}
+            Ok(n) => n,
+        };
+        if large {
+            if let Some(st) = &stage {
+                spare::extend(&mut buf, st);
+            }
+        } else if n == ask {
+            room = (room * 2).min(READ_MOST);
         }
     }
 }

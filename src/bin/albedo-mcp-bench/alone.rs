@@ -94,19 +94,22 @@ impl Bench {
 /// A `many` job's client memory: at the start, connected, after the idle wait and after the
 /// load, and per connection (after the idle wait, over the start).
 pub(crate) fn memory_fields(out: &Value) -> Value {
-    let kib = |k: &str| out["rss_kib"][k].as_u64().unwrap_or(0);
     json!({
-        "client_base_rss_kib": kib("start"),
-        "client_connected_rss_kib": kib("connected"),
-        "client_idle_rss_kib": kib("idle"),
-        "client_busy_rss_kib": kib("busy"),
+        "client_base_rss_kib": rss(out, "start"),
+        "client_connected_rss_kib": rss(out, "connected"),
+        "client_idle_rss_kib": rss(out, "idle"),
+        "client_busy_rss_kib": rss(out, "busy"),
         "client_kib_per_connection": kib_per_connection(out),
     })
 }
 
 /// A `many` job's client memory per connection: after the idle wait, over the start (KiB).
 pub(crate) fn kib_per_connection(out: &Value) -> f64 {
-    let kib = |k: &str| out["rss_kib"][k].as_u64().unwrap_or(0);
-    kib("idle").saturating_sub(kib("start")) as f64
+    rss(out, "idle").saturating_sub(rss(out, "start")) as f64
         / out["connections"].as_u64().unwrap_or(0).max(1) as f64
+}
+
+/// The client's resident memory at `when` (KiB), as a `many` job answers it.
+fn rss(out: &Value, when: &str) -> u64 {
+    out["rss_kib"][when].as_u64().unwrap_or(0)
 }

@@ -2,10 +2,11 @@
 //! at the HTTP floor (`scale.rs`, the load generator), and through albedo's client and the
 //! rmcp client alone (`client.rs`, and `benches/rmcp-client`, which includes this file with
 //! `#[path]`, each in its own process; the TypeScript client, `benches/ts-client.mjs`, runs
-//! the same schedule written in JavaScript, with these constants sent in its job). Every session calls once per period, to its targets in
-//! turn, the sessions spread over the first period (tokio's timer rounds each start to its
-//! millisecond, so with 200 sessions some 20 call at once each millisecond). A call that takes
-//! longer than the period delays that session's next one: ticks are skipped, not bunched.
+//! the same schedule written in JavaScript, with these constants sent in its job). Every
+//! session calls once per period, to its targets in turn, the sessions spread over the first
+//! period (tokio's timer rounds each start to its millisecond, so with 200 sessions some 20 call
+//! at once each millisecond). A call that takes longer than the period delays that session's
+//! next one: ticks are skipped, not bunched.
 //!
 //! Owns: when each call starts and what is kept of it (its latency, a failure, the window of a
 //! slow call). Must not touch: how a call is made, or the records.

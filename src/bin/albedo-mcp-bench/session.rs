@@ -92,13 +92,13 @@ impl Bench {
         }
         // The same servers, every client alone: started and listed, all of them, each time.
         let target = self.stdio_target(&["--tools", &tools]);
-        let (servers, tools) = (self.sizes.warm_servers, self.sizes.warm_tools);
+        let (servers, per_server) = (self.sizes.warm_servers, self.sizes.warm_tools);
         self.opens_alone(
             "session_open_warm",
             &target,
             servers,
-            tools,
-            |_| json!({"tools_per_server": tools}),
+            per_server,
+            |_| json!({"tools_per_server": per_server}),
         );
         // Cold: N servers that each take D ms to start, never heard from.
         let delay = self.sizes.cold_delay_ms;
