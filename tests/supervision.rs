@@ -124,9 +124,31 @@ async fn panics_and_recovers(point: PanicPoint) {
 /// A tool call on a live stdio client runs on its caller's thread, not in the actor
 /// (`connection/direct.rs`). A panic there is caught: the call answers `unknown` (it may have
 /// been sent), its client is closed and its server process ends, the actor is not restarted
-/// (it did not panic), and the next call dials a new server through the actor.
+/// (it did not panic), and the next call dials a new server through the actor. The same
+/// whether the call's task is spawned on the runtime (`call`) or on the caller's `LocalSet`
+/// (`call_local`, as the API calls).
 #[actix_rt::test]
 async fn a_panic_in_a_direct_call_closes_its_client_and_the_next_call_dials_again() {
+    a_panic_in_a_direct_call(false).await;
+}
+
+#[actix_rt::test]
+async fn a_panic_in_a_direct_call_from_a_local_set_closes_its_client_too() {
+    a_panic_in_a_direct_call(true).await;
+}
+
+async fn a_panic_in_a_direct_call(local: bool) {
+    let text = |conn: &ConnHandle, msg: &str| {
+        let (conn, target) = (conn.clone(), echo(msg));
+        async move {
+            let r = if local {
+                conn.call_local(target).await
+            } else {
+                conn.call(target).await
+            };
+            r.map(|t| t.to_value().expect("a result is JSON"))
+        }
+    };
     let pidfile = tempfile::NamedTempFile::new().unwrap();
     let registry = Registry::new(1).start();
     let conn = start(&registry, pidfile.path(), ctx()).await;

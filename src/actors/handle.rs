@@ -9,14 +9,16 @@
 //! started without a path that could forget to.
 //!
 //! A tool call on a live stdio client does not reach the actor at all: `call` hands it to the
-//! client the link published (`connection/direct.rs`), on the caller's own thread.
+//! client the link published (`connection/direct.rs`), on the caller's own thread;
+//! `call_local` does the same for a caller on a tokio `LocalSet` (the API's handlers), whose
+//! wakes from another thread tokio coalesces.
 //!
 //! Owns: the current address, closing for good, which way a call goes. Must not touch: the
 //! API, transports.
 
 use super::connection::{
     Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover,
-    DiscoverError, GetStatus, LinkState, Watch,
+    DiscoverError, GetStatus, LinkState, Spawn, Watch,
 };
 use crate::protocol::model::Catalogue;
 use actix::prelude::*;
@@ -152,10 +154,32 @@ impl ConnHandle {
     /// A call on behalf of the model. A call the actor never received is `not_run`; one it
     /// received and then lost (the actor panicked) is `unknown`.
     pub async fn call(&self, target: CallTarget) -> Result<crate::protocol::ResultText, CallError> {
+        self.call_spawning(target, Spawn::Runtime).await
+    }
+
+    /// [`ConnHandle::call`] for a caller that is a task of a tokio `LocalSet` (an actix-web
+    /// handler), which a direct call's task then joins ([`Spawn::LocalSet`]); from anywhere
+    /// else it panics.
+    pub async fn call_local(
+        &self,
+        target: CallTarget,
+    ) -> Result<crate::protocol::ResultText, CallError> {
+        self.call_spawning(target, Spawn::LocalSet).await
+    }
+
+    async fn call_spawning(
+        &self,
+        target: CallTarget,
+        spawn: Spawn,
+    ) -> Result<crate::protocol::ResultText, CallError> {
         // A tool call on a live stdio client runs on this thread (`connection/direct.rs`).
         let target = match target {
             CallTarget::Tool { name, arguments } => match self.0.shared.direct() {
-                Some(direct) => return direct.call(self.0.shared.clone(), name, arguments).await,
+                Some(direct) => {
+                    return direct
+                        .call(self.0.shared.clone(), name, arguments, spawn)
+                        .await
+                }
                 None => CallTarget::Tool { name, arguments },
             },
             other => other,

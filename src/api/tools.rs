@@ -305,7 +305,8 @@ pub(super) async fn call_at(
         )
     })?;
     drop(snap);
-    match conn.call(target).await {
+    // An actix-web handler is a task of its worker's `LocalSet`.
+    match conn.call_local(target).await {
         Ok(result) => Ok(ok_answer(result)),
         Err(e) => Err(call_error(e)),
     }

@@ -29,6 +29,22 @@ use super::link::{call_outcome, clean_call_error};
 use super::*;
 use crate::protocol::Params;
 
+/// Where a direct call's task is spawned: the task runs on the caller's thread either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spawn {
+    /// `tokio::spawn`, from any task of a current-thread runtime (or any runtime). The
+    /// answer's wake from the connection's arbiter writes the caller's runtime's eventfd
+    /// every time (tokio coalesces no remote wake of a runtime task).
+    Runtime,
+    /// `tokio::task::spawn_local`, for a caller that is itself a task of a `LocalSet` (an
+    /// actix-web handler; called from anywhere else it panics, as `spawn_local` does). The
+    /// answer's wake is one of the set's, and tokio wakes the thread once for all the remote
+    /// wakes of a set between two of its polls: at 256 calls in flight on one stdio server,
+    /// the daemon's `write`s fell from one per call to one per eleven, and its calls per
+    /// second rose by 10-20 % (README, "Benchmarks").
+    LocalSet,
+}
+
 /// A live stdio client published for direct calls, with what a call needs besides it.
 pub struct Direct {
     pub(super) client: McpClient,
@@ -59,15 +75,17 @@ impl Direct {
     }
 
     /// Call tool `name` with `arguments` (the caller's JSON text) on this client, as a task of
-    /// its own on the current runtime. `shared` takes the client back if it must be dropped.
+    /// its own on the caller's thread, spawned as `spawn` says. `shared` takes the client
+    /// back if it must be dropped.
     pub async fn call(
         self: Arc<Self>,
         shared: Arc<ConnShared>,
         name: Arc<str>,
         arguments: Box<serde_json::value::RawValue>,
+        spawn: Spawn,
     ) -> Result<ResultText, CallError> {
         let (d, owner) = (self.clone(), shared.clone());
-        let task = tokio::spawn(async move {
+        let work = async move {
             // Counted while it waits: the stdio transport writes a request on this thread only
             // while few such calls are in flight.
             let _waiting = crate::transport::stdio::OffThread::begin();
@@ -85,7 +103,11 @@ impl Direct {
                 d.retire(&shared);
             }
             answer.map_err(|e| clean_call_error(e, &d.redact))
-        });
+        };
+        let task = match spawn {
+            Spawn::Runtime => tokio::spawn(work),
+            Spawn::LocalSet => tokio::task::spawn_local(work),
+        };
         match task.await {
             Ok(answer) => answer,
             Err(e) => {

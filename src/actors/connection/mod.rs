@@ -45,7 +45,7 @@ mod link;
 mod shared;
 
 pub use context::{AwcOpener, ConnContext, DialLimit, HttpOpener, RestartPolicy};
-pub use direct::Direct;
+pub use direct::{Direct, Spawn};
 use link::*;
 pub use shared::ConnShared;
 
