@@ -18,9 +18,12 @@
 //! timed-out or lost call closes the client so that the next call dials again (the actor
 //! learns of it from the client's own `Closed` event, as it learns of a server that exited),
 //! errors cleaned of the server's secrets. It runs as a task of its own on the caller's
-//! runtime, so a caller that goes away does not cut it short (a timeout still closes the
+//! thread, so a caller that goes away does not cut it short (a timeout still closes the
 //! client), and a panic in it is caught there: the client is closed and taken back, the call
-//! answers `unknown` (it may have been sent), and the next call dials through the actor.
+//! answers `unknown` (it may have been sent), and the next call dials through the actor. The
+//! API spawns that task on its worker's `LocalSet` ([`Spawn::LocalSet`]), where the answer's
+//! wake from the arbiter is coalesced with the others the worker gets before it next runs;
+//! any other caller spawns it on the runtime ([`Spawn::Runtime`]).
 //!
 //! Owns: what a direct call needs and how it runs. Must not touch: the actor, the link's
 //! state (the actor keeps both), the transport's internals.
