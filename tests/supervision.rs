@@ -64,9 +64,18 @@ async fn live(registry: &Addr<Registry>) -> usize {
 }
 
 async fn text(conn: &ConnHandle, msg: &str) -> Result<Value, CallError> {
-    conn.call(echo(msg))
-        .await
-        .map(|t| t.to_value().expect("a result is JSON"))
+    text_via(conn, msg, false).await
+}
+
+/// [`text`], through `call_local` (as the API calls, from a task of a `LocalSet`) when
+/// `local`.
+async fn text_via(conn: &ConnHandle, msg: &str, local: bool) -> Result<Value, CallError> {
+    let r = if local {
+        conn.call_local(echo(msg)).await
+    } else {
+        conn.call(echo(msg)).await
+    };
+    r.map(|t| t.to_value().expect("a result is JSON"))
 }
 
 /// Arm `point`, trigger it with `trigger`, and check the connection came back: same handle,
@@ -138,17 +147,7 @@ async fn a_panic_in_a_direct_call_from_a_local_set_closes_its_client_too() {
 }
 
 async fn a_panic_in_a_direct_call(local: bool) {
-    let text = |conn: &ConnHandle, msg: &str| {
-        let (conn, target) = (conn.clone(), echo(msg));
-        async move {
-            let r = if local {
-                conn.call_local(target).await
-            } else {
-                conn.call(target).await
-            };
-            r.map(|t| t.to_value().expect("a result is JSON"))
-        }
-    };
+    let text = |conn, msg| text_via(conn, msg, local);
     let pidfile = tempfile::NamedTempFile::new().unwrap();
     let registry = Registry::new(1).start();
     let conn = start(&registry, pidfile.path(), ctx()).await;

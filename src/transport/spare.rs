@@ -88,9 +88,22 @@ pub fn with_capacity(len: usize) -> BytesMut {
 /// `buf` (nor does a large remainder), so that the spare it becomes can be reused.
 pub fn split(buf: &mut BytesMut) -> BytesMut {
     let msg = buf.split();
+    let_go(&msg, buf);
+    msg
+}
+
+/// After `msg` was split off `buf`: when either is large, what is left in `buf` moves to a
+/// buffer of its own, so that `buf` holds no view of the large allocation.
+fn let_go(msg: &BytesMut, buf: &mut BytesMut) {
     if msg.len() >= KEEP || buf.capacity() > LARGE {
-        *buf = BytesMut::new();
+        *buf = BytesMut::from(&buf[..]);
     }
+}
+
+/// `msg` frozen and kept ([`keep`]).
+fn kept(msg: BytesMut) -> Bytes {
+    let msg = msg.freeze();
+    keep(&msg);
     msg
 }
 
@@ -107,20 +120,15 @@ pub fn split_line(buf: &mut BytesMut, end: usize) -> Bytes {
         bytes::Buf::advance(buf, end + 1);
         return msg;
     }
-    let msg = buf.split_to(end).freeze();
+    let msg = buf.split_to(end);
     bytes::Buf::advance(buf, 1);
-    if msg.len() >= KEEP || buf.capacity() > LARGE {
-        *buf = BytesMut::from(&buf[..]);
-    }
-    keep(&msg);
-    msg
+    let_go(&msg, buf);
+    kept(msg)
 }
 
 /// The message read into `buf`, split off ([`split`]) and kept ([`keep`]).
 pub fn finish(buf: &mut BytesMut) -> Bytes {
-    let msg = split(buf).freeze();
-    keep(&msg);
-    msg
+    kept(split(buf))
 }
 
 /// `msg` is a message just read: one of [`KEEP`] bytes or more becomes the thread's spare.
