@@ -1,14 +1,16 @@
-//! The stdio transport's two ways to the server's stdin (`transport::stdio`): a message sent
-//! from the thread the transport was opened on is queued for its writer task; one sent from
-//! another thread (a direct call on an API worker) is written by that thread when nothing is
-//! queued, and what a full pipe does not take is queued after it. The server here is `cat`
-//! behind the real launcher, so every line written comes back: the order and the bytes the
-//! server saw are read off what it echoes.
+//! The stdio transport's threads (`transport::stdio`). Its two ways to the server's stdin: a
+//! message sent from the thread the transport was opened on is queued for its writer task; one
+//! sent from another thread (a direct call on an API worker) is written by that thread when
+//! nothing is queued, and what a full pipe does not take is queued after it. Its reader
+//! (`transport::stdio::reader`), which moves to a thread that calls from a `LocalSet` run
+//! after run, loses nothing as it moves, and still reports the server's end from there. The
+//! server here is `cat` behind the real launcher, so every line written comes back: the
+//! order and the bytes the server saw are read off what it echoes.
 
 mod common;
 use albedo_mcp::protocol::jsonrpc::Message;
 use albedo_mcp::transport::stdio::{
-    OffThread, StdioSpec, StdioTransport, WRITE_HERE_MAX_IN_FLIGHT,
+    OffThread, StdioSpec, StdioTransport, MOVE_AFTER, WRITE_HERE_MAX_IN_FLIGHT,
 };
 use albedo_mcp::transport::{Inbound, InboundSink, OutKind, Outbound, Transport};
 use bytes::Bytes;
@@ -19,10 +21,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Collects what `cat` echoes: each notification's params.
+/// Collects what `cat` echoes: each notification's params, and the thread that read it.
 #[derive(Default)]
 struct Echoes {
     seen: Mutex<Vec<Value>>,
+    read_on: Mutex<Vec<std::thread::ThreadId>>,
     closed: Mutex<Option<String>>,
 }
 
@@ -34,6 +37,10 @@ impl InboundSink for Echoes {
                     .lock()
                     .unwrap()
                     .push(params.unwrap_or(Value::Null));
+                self.read_on
+                    .lock()
+                    .unwrap()
+                    .push(std::thread::current().id());
             }
             Inbound::Closed(e) => *self.closed.lock().unwrap() = Some(e.to_string()),
             _ => {}
@@ -218,4 +225,165 @@ async fn nothing_is_written_after_a_close() {
     let e = other.join().unwrap().expect_err("closed");
     assert!(e.to_string().contains("closed"), "{e}");
     assert!(t.send(note(json!({"seq": 2}))).is_err());
+}
+
+/// A thread like an API worker: a current-thread runtime driving a `LocalSet`, running the
+/// jobs it is given as tasks of that set; its runtime ends when the `Worker` is dropped.
+struct Worker {
+    jobs: Option<tokio::sync::mpsc::UnboundedSender<Box<dyn FnOnce() + Send>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    id: std::thread::ThreadId,
+}
+
+impl Worker {
+    fn start() -> Worker {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Box<dyn FnOnce() + Send>>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                while let Some(job) = rx.recv().await {
+                    job();
+                }
+            });
+        });
+        let id = thread.thread().id();
+        Worker {
+            jobs: Some(tx),
+            thread: Some(thread),
+            id,
+        }
+    }
+
+    /// Run `job` on the worker, and wait until it ran.
+    fn run(&self, job: impl FnOnce() + Send + 'static) {
+        let (done, wait) = std::sync::mpsc::channel();
+        let job = Box::new(move || {
+            job();
+            let _ = done.send(());
+        });
+        self.jobs.as_ref().expect("running").send(job).ok();
+        wait.recv().expect("the job ran");
+    }
+
+    /// `calls` direct calls from the worker, as the API makes them: each tells the transport
+    /// it calls from here, then sends (seq numbers from `first`).
+    fn calls(&self, t: &Arc<StdioTransport>, first: u64, calls: u64) {
+        let t = t.clone();
+        self.run(move || {
+            for seq in first..first + calls {
+                t.read_here();
+                t.send(note(json!({"seq": seq}))).expect("sent");
+            }
+        });
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The seqs echoed so far, in the order read.
+fn seqs(seen: &[Value]) -> Vec<u64> {
+    seen.iter().map(|v| v["seq"].as_u64().unwrap()).collect()
+}
+
+async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !f() {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// `MOVE_AFTER` direct calls in a row from one worker move the reader there, with answers in
+/// the pipe as it moves: every line comes back once and in order, the later ones read on the
+/// worker; and when the server ends, its end is still reported.
+#[tokio::test(flavor = "current_thread")]
+async fn the_reader_moves_to_the_thread_that_calls_and_loses_nothing() {
+    let echoes = Arc::new(Echoes::default());
+    let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
+    let worker = Worker::start();
+    let first = u64::from(MOVE_AFTER) + 40;
+    worker.calls(&t, 0, first);
+    assert_eq!(
+        seqs(&wait_for(&echoes, first as usize).await),
+        (0..first).collect::<Vec<_>>()
+    );
+    assert!(eventually(|| t.reader_moves() == 1).await, "moved once");
+    worker.calls(&t, first, 20);
+    let seen = wait_for(&echoes, first as usize + 20).await;
+    assert_eq!(
+        seqs(&seen),
+        (0..first + 20).collect::<Vec<_>>(),
+        "once each, in order"
+    );
+    let read_on = echoes.read_on.lock().unwrap().clone();
+    assert!(
+        read_on[first as usize..].iter().all(|id| *id == worker.id),
+        "read on the worker after the move"
+    );
+    assert_eq!(t.reader_moves(), 1, "one move");
+    // The server's end, read on the worker, is reported.
+    t.close();
+    assert!(eventually(|| echoes.closed.lock().unwrap().is_some()).await);
+}
+
+/// Calls from two workers in turn, each run shorter than `MOVE_AFTER`, leave the reader where
+/// it is; a run that long then moves it.
+#[tokio::test(flavor = "current_thread")]
+async fn calls_from_two_threads_in_turn_do_not_move_the_reader() {
+    let echoes = Arc::new(Echoes::default());
+    let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
+    let (a, b) = (Worker::start(), Worker::start());
+    let run = u64::from(MOVE_AFTER) - 1;
+    let mut seq = 0;
+    for _ in 0..4 {
+        for w in [&a, &b] {
+            w.calls(&t, seq, run);
+            seq += run;
+        }
+    }
+    assert_eq!(wait_for(&echoes, seq as usize).await.len(), seq as usize);
+    assert_eq!(t.reader_moves(), 0, "no run was long enough");
+    let home = std::thread::current().id();
+    assert!(echoes.read_on.lock().unwrap().iter().all(|id| *id == home));
+    b.calls(&t, seq, run + 1);
+    assert!(eventually(|| t.reader_moves() == 1).await, "moved to b");
+    t.close();
+}
+
+/// A worker that asked for the reader and ended before it came: the reader reads on where it
+/// was, and nothing is lost.
+#[tokio::test(flavor = "current_thread")]
+async fn a_reader_asked_to_a_worker_that_ended_reads_on_where_it_was() {
+    let echoes = Arc::new(Echoes::default());
+    let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
+    // This thread does not run its tasks until the worker has ended: the reader, asked to
+    // move, finds the worker's task gone.
+    let w = Worker::start();
+    w.calls(&t, 0, u64::from(MOVE_AFTER));
+    drop(w);
+    t.send(note(json!({"seq": MOVE_AFTER}))).expect("sent");
+    let n = MOVE_AFTER as usize + 1;
+    assert_eq!(
+        seqs(&wait_for(&echoes, n).await),
+        (0..n as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(t.reader_moves(), 0);
+    let home = std::thread::current().id();
+    assert!(echoes.read_on.lock().unwrap().iter().all(|id| *id == home));
+    assert!(echoes.closed.lock().unwrap().is_none(), "still open");
+    t.close();
 }

@@ -234,6 +234,14 @@ impl McpClient {
                 .unwrap_or(0)
     }
 
+    /// A request is about to be made from this thread, a task of a `LocalSet`: the transport
+    /// may move its reading here ([`crate::transport::Transport::read_here`]).
+    pub fn read_here(&self) {
+        if let Some(t) = self.inner.transport.get() {
+            t.read_here();
+        }
+    }
+
     /// Close the transport (stdio: EOF, SIGTERM, SIGKILL; HTTP: DELETE the session).
     pub fn close(&self) {
         let listen = self.inner.listen_id.lock().ok().and_then(|mut g| g.take());

@@ -107,6 +107,9 @@ pub trait Transport: Send + Sync {
     fn ignored_messages(&self) -> u64 {
         0
     }
+    /// A direct call from this thread, a task of a `LocalSet` (stdio: the reader of the
+    /// server's output may move here; see `stdio::reader`).
+    fn read_here(&self) {}
 }
 
 pub type SharedTransport = Arc<dyn Transport>;

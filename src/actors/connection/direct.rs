@@ -109,7 +109,10 @@ impl Direct {
         };
         let task = match spawn {
             Spawn::Runtime => tokio::spawn(work),
-            Spawn::LocalSet => tokio::task::spawn_local(work),
+            Spawn::LocalSet => {
+                self.client.read_here();
+                tokio::task::spawn_local(work)
+            }
         };
         match task.await {
             Ok(answer) => answer,

@@ -10,10 +10,14 @@
 //! batch from a server that did not negotiate 2025-03-26, or a response nobody waits for is
 //! logged and counted, never fatal.
 //!
-//! Reading ([`read_lines`]): the server's stdout goes straight into one line buffer per
+//! Reading (`reader`): the server's stdout goes straight into one line buffer per
 //! connection, which grows from 8 KiB as reads fill it; a line under 64 KiB is copied out
 //! and the buffer reused, a longer one comes on through a staging buffer and is split off
-//! without a copy (into the thread's spare, [`super::spare`], once it nears 1 MiB).
+//! without a copy (into the thread's spare, [`super::spare`], once it nears 1 MiB). The
+//! reading task starts on the transport's thread and moves to an API worker that makes
+//! [`MOVE_AFTER`] direct calls in a row ([`Transport::read_here`]), so that the answers of an
+//! agent's session are read on the thread that waits for them; the transport's thread still
+//! reaps the launcher and reports the end, wherever reading stopped.
 //!
 //! Writing: a message sent from the thread the transport was opened on (the connection's
 //! arbiter, where the writer task runs) is queued for the writer task, which batches what is
@@ -32,23 +36,24 @@
 //! told to end the server) and the requests in flight end with an unknown outcome. Its
 //! requests go through [`super::gate`] (100/s, burst 200; a flood closes the connection).
 
-use super::gate::{Admit, RequestLimiter};
-use super::spare;
+mod reader;
+
+pub use reader::MOVE_AFTER;
+
 use super::stderr::StderrCapture;
 use super::text::error_text;
 use super::{Inbound, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
-use crate::protocol::check::{Checked, JsonCheck};
 use crate::protocol::era::ProtocolVersion;
-use crate::protocol::jsonrpc::{self, Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
+use crate::protocol::jsonrpc::{self, MAX_MESSAGE_BYTES};
 use crate::store::settings::Secret;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
-use tokio::process::{ChildStdout, Command};
+use tokio::process::Command;
 use tokio::sync::{mpsc, Notify};
 
 /// The longest launch error kept (the launcher's own words, with the command's).
@@ -138,6 +143,8 @@ struct Link {
     overran: AtomicBool,
     sink: Arc<dyn InboundSink>,
     stats: Arc<StdioStats>,
+    /// Where the reader runs, and a move asked of it.
+    place: reader::Place,
 }
 
 /// The two ways to the server's stdin, used under [`Link::out`]'s lock.
@@ -328,6 +335,10 @@ impl StdioTransport {
         };
         let stats = Arc::new(StdioStats::default());
         let direct = direct_writer(&stdin)?;
+        let input = stdout
+            .into_owned_fd()
+            .map_err(|e| TransportError::Spawn(format!("the server's stdout: {e}")))
+            .and_then(|fd| nonblocking(fd, "the server's stdout"))?;
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let queue = Arc::new(WriteQueue::default());
 
@@ -391,10 +402,16 @@ impl StdioTransport {
             overran: AtomicBool::new(false),
             sink: sink.clone(),
             stats: stats.clone(),
+            place: reader::Place::default(),
         });
+        // The reader reads here first, and may move to the thread that calls the server
+        // (`reader`); when it ends, wherever it is, this thread reaps the launcher and says
+        // the connection closed.
+        let (reading, ended) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(reader::Reader::new(input, link.clone(), reading).run());
         let rlink = link.clone();
         tokio::spawn(async move {
-            read_loop(stdout, &rlink).await;
+            let _ = ended.await;
             let status = tokio::time::timeout(std::time::Duration::from_millis(200), child.wait())
                 .await
                 .ok()
@@ -429,190 +446,10 @@ impl StdioTransport {
     pub fn pid(&self) -> Option<u32> {
         self.pid
     }
-}
 
-/// The first read buffer of a connection: a server's small answers come in pieces this
-/// size or smaller, and an idle connection holds no more (the buffer is not zeroed: pages
-/// never read into are never touched).
-const READ_FIRST: usize = 8 * 1024;
-
-/// The most room asked for before a read once reads fill what they are given (a pipe holds
-/// 64 KiB): at 256 calls in flight one read takes every answer the pipe holds.
-const READ_MOST: usize = 64 * 1024;
-
-/// Reads the server's stdout straight into one line buffer per connection, with no read buffer
-/// of 64 KiB of its own (tokio's `BufReader` zeroed one: 75 KiB of memory per idle connection
-/// of albedo's client, 20 with this). A line under [`spare::COPY_UNDER`] (64 KiB) is copied
-/// out and the buffer reused; what follows its newline stays as the start of the next. A line
-/// that reaches it goes on through a staging buffer of a pipe's size, dropped when the line
-/// ends, and is copied on from it ([`spare::extend`]: into the thread's spare once it nears 1
-/// MiB), then split off without a copy: a 10 MiB line read straight into its large buffer came
-/// 15-20 % slower (the kernel writing pages not in cache; the same number of reads and wakes).
-async fn read_loop(stdout: ChildStdout, link: &Link) {
-    let mut limiter = RequestLimiter::default();
-    read_lines(stdout, &link.stats, |line, checked| {
-        handle_line(line, checked, link, &mut limiter);
-        // Closed (our answers overflowed): stop reading (the server's writes now fail).
-        !link.overran.load(Ordering::Acquire)
-    })
-    .await;
-}
-
-/// The framing of [`read_loop`]: each line of `input` (its newline dropped) with what the
-/// check found in it, to `on_line` until that returns false or the input ends. A line over
-/// [`MAX_MESSAGE_BYTES`] is dropped up to its newline and counted in `stats`.
-async fn read_lines<R: tokio::io::AsyncRead + Unpin>(
-    mut input: R,
-    stats: &StdioStats,
-    mut on_line: impl FnMut(Bytes, Option<&Checked>) -> bool,
-) {
-    use tokio::io::AsyncReadExt;
-    let mut buf = BytesMut::new();
-    let mut check = JsonCheck::default();
-    // A line over the limit is being dropped up to its newline.
-    let mut skipping = false;
-    // `buf[..scanned]` holds no newline.
-    let mut scanned = 0;
-    // The room asked for before a read: doubled while reads fill it, up to `READ_MOST`.
-    let mut room = READ_FIRST;
-    let mut stage: Option<BytesMut> = None;
-    loop {
-        while let Some(i) = memchr::memchr(b'\n', &buf[scanned..]).map(|i| scanned + i) {
-            scanned = 0;
-            if skipping || i > MAX_MESSAGE_BYTES {
-                if !skipping {
-                    oversized(stats);
-                }
-                skipping = false;
-                check = JsonCheck::default();
-                bytes::Buf::advance(&mut buf, i + 1);
-                continue;
-            }
-            let checked = std::mem::take(&mut check).finish(&buf[..i]);
-            let line = spare::split_line(&mut buf, i);
-            if !on_line(line, checked.as_ref()) {
-                return;
-            }
-        }
-        if skipping {
-            buf.clear();
-        } else if buf.len() > MAX_MESSAGE_BYTES {
-            oversized(stats);
-            skipping = true;
-            buf = BytesMut::new();
-            check.give_up();
-        } else {
-            check.catch_up(&buf);
-        }
-        scanned = buf.len();
-        // A large line's next bytes come through the staging buffer; a small one's straight
-        // into the line buffer, with room made first.
-        let large = buf.len() >= spare::COPY_UNDER;
-        let into = if large {
-            let st = stage.get_or_insert_with(|| BytesMut::with_capacity(READ_MOST));
-            st.clear();
-            st
-        } else {
-            stage = None;
-            if buf.capacity() - buf.len() < room / 2 {
-                spare::reserve(&mut buf, room);
-            }
-            &mut buf
-        };
-        // At most a pipe's worth a read, however much room there is: tokio takes a read that
-        // leaves room as the pipe drained, and waits for epoll before the next one.
-        let ask = (into.capacity() - into.len()).min(READ_MOST);
-        let n = match input.read_buf(&mut bytes::BufMut::limit(into, ask)).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if large {
-            if let Some(st) = &stage {
-                spare::extend(&mut buf, st);
-            }
-        } else if n == ask {
-            room = (room * 2).min(READ_MOST);
-        }
-    }
-}
-
-/// A line over [`MAX_MESSAGE_BYTES`]: counted, and logged within the log limit.
-fn oversized(stats: &StdioStats) {
-    stats.oversized_lines.fetch_add(1, Ordering::Relaxed);
-    if let Some(left_out) = stats.log_limit.allow() {
-        tracing::warn!(
-            limit = MAX_MESSAGE_BYTES,
-            left_out,
-            "a line from the server is over the 16 MiB limit; it is dropped"
-        );
-    }
-}
-
-/// One line from the server; `checked`: what [`JsonCheck`] found in it as it arrived.
-fn handle_line(bytes: Bytes, checked: Option<&Checked>, link: &Link, limiter: &mut RequestLimiter) {
-    let stats = link.stats.as_ref();
-    let trimmed = match bytes.strip_suffix(b"\r") {
-        Some(t) => bytes.slice(..t.len()),
-        None => bytes,
-    };
-    if trimmed.iter().all(u8::is_ascii_whitespace) {
-        return;
-    }
-    if jsonrpc::is_batch(&trimmed) && !link.batches.load(Ordering::Acquire) {
-        stats.batches_refused.fetch_add(1, Ordering::Relaxed);
-        if let Some(left_out) = stats.log_limit.allow() {
-            tracing::warn!(
-                left_out,
-                "ignored a JSON-RPC batch: only a server that negotiated {} may send batches",
-                jsonrpc::BATCH_VERSION
-            );
-        }
-        return;
-    }
-    match jsonrpc::parse_batch_checked(&trimmed, checked) {
-        Ok(msgs) => {
-            for m in msgs {
-                if link.overran.load(Ordering::Acquire) {
-                    return; // closed meanwhile (our answers overflowed): the rest goes nowhere
-                }
-                match &m {
-                    Message::Response { id, .. } if id.oversized_for_response() => {
-                        stats.oversized_ids.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(
-                            limit = MAX_RESPONSE_ID_BYTES,
-                            "ignored a response whose id is too long to answer any request"
-                        );
-                        continue;
-                    }
-                    Message::Request { .. } => match limiter.admit() {
-                        Admit::Deliver => {}
-                        Admit::Drop => {
-                            let n = stats.requests_dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                            if n.is_power_of_two() {
-                                tracing::warn!(
-                                    dropped = n,
-                                    "the server's requests are over the rate limit; dropped without an answer"
-                                );
-                            }
-                            continue;
-                        }
-                        Admit::Flood => {
-                            stats.requests_dropped.fetch_add(1, Ordering::Relaxed);
-                            link.overrun(&RequestLimiter::flood_reason());
-                            return;
-                        }
-                    },
-                    _ => {}
-                }
-                link.sink.deliver(Inbound::Message(m));
-            }
-        }
-        Err(e) => {
-            stats.malformed_lines.fetch_add(1, Ordering::Relaxed);
-            if let Some(left_out) = stats.log_limit.allow() {
-                tracing::warn!(error = %e, left_out, "ignored a line from the server that is not JSON-RPC");
-            }
-        }
+    /// How many times the reader moved to a calling thread.
+    pub fn reader_moves(&self) -> u64 {
+        self.link.place.moves.load(Ordering::Relaxed)
     }
 }
 
@@ -642,8 +479,8 @@ impl Transport for StdioTransport {
         // only when the writer task has written all it was given (it counts down after its
         // write), and everything that queues does so under this lock.
         if bytes.load(Ordering::Acquire) == 0
-            && OFF_THREAD.load(Ordering::Relaxed) <= WRITE_HERE_MAX_IN_FLIGHT
             && std::thread::current().id() != self.link.home
+            && OFF_THREAD.load(Ordering::Relaxed) <= WRITE_HERE_MAX_IN_FLIGHT
         {
             let written = write_now(&out.direct, &body);
             if matches!(written, Written::All | Written::Part(_)) {
@@ -715,6 +552,10 @@ impl Transport for StdioTransport {
     fn close(&self) {
         self.link.close();
     }
+
+    fn read_here(&self) {
+        self.link.place.called_here();
+    }
 }
 
 /// A notification over stdio is accepted once it is written or queued.
@@ -730,15 +571,20 @@ fn ack_notification(
 /// A duplicate of the server's stdin for writing from other threads, non-blocking (as tokio
 /// keeps the original: both share one open file description) and closed on exec.
 fn direct_writer(stdin: &tokio::process::ChildStdin) -> Result<std::fs::File, TransportError> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
     const WHAT: &str = "the server's stdin";
-    let dup = dup_above_stdio(stdin, WHAT)?;
-    let failed = |e: nix::Error| TransportError::Spawn(format!("{WHAT}: {e}"));
-    let flags = OFlag::from_bits_truncate(fcntl(&dup, FcntlArg::F_GETFL).map_err(failed)?);
-    if !flags.contains(OFlag::O_NONBLOCK) {
-        fcntl(&dup, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(failed)?;
-    }
+    let dup = nonblocking(dup_above_stdio(stdin, WHAT)?, WHAT)?;
     Ok(std::fs::File::from(dup))
+}
+
+/// `fd`, made non-blocking.
+fn nonblocking(fd: OwnedFd, what: &str) -> Result<OwnedFd, TransportError> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let failed = |e: nix::Error| TransportError::Spawn(format!("{what}: {e}"));
+    let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL).map_err(failed)?);
+    if !flags.contains(OFlag::O_NONBLOCK) {
+        fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(failed)?;
+    }
+    Ok(fd)
 }
 
 /// How much of one message (its body, then its newline) a direct write put in the pipe.
@@ -831,17 +677,20 @@ mod tests {
         }
     }
 
-    /// The lines `read_lines` gives for `pieces`, with whether each was checked as it came.
+    /// The lines `reader::Framing` gives for `pieces`, with whether each was checked as it came.
     fn lines_of(pieces: Vec<Vec<u8>>) -> (Vec<(Vec<u8>, bool)>, u64) {
         let stats = StdioStats::default();
         let mut got = Vec::new();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
-        rt.block_on(read_lines(Pieces(pieces.into()), &stats, |l, c| {
-            got.push((l.to_vec(), c.is_some()));
-            true
-        }));
+        let mut input = Pieces(pieces.into());
+        rt.block_on(
+            reader::Framing::default().read(&mut input, &stats, None, |l, c| {
+                got.push((l.to_vec(), c.is_some()));
+                true
+            }),
+        );
         (got, stats.oversized_lines.load(Ordering::Relaxed))
     }
 
