@@ -181,6 +181,42 @@ async fn a_panic_in_a_direct_call(local: bool) {
     drop(conn);
 }
 
+/// Direct calls from one `LocalSet` thread, run after run, move the server's reader to that
+/// thread (`transport::stdio::reader`); a server that then dies is still reported (its client
+/// is taken back) and the next call dials a new one.
+#[actix_rt::test]
+async fn a_server_that_dies_after_its_reader_moved_to_the_caller_is_dialled_again() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let registry = Registry::new(1).start();
+    let conn = start(&registry, pidfile.path(), ctx()).await;
+    text_via(&conn, "dial", true)
+        .await
+        .expect("the first call dials");
+    let calls = albedo_mcp::transport::stdio::MOVE_AFTER + 8;
+    for i in 0..calls {
+        let r = text_via(&conn, &format!("m{i}"), true)
+            .await
+            .expect("a direct call");
+        assert_eq!(r["content"][0]["text"], format!("m{i}"));
+    }
+    assert!(conn.direct_ready());
+    let first_pid = read_pid(pidfile.path()).expect("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill");
+    assert!(
+        eventually(Duration::from_secs(8), || !conn.direct_ready()).await,
+        "the dead server's client is still published"
+    );
+    let r = text_via(&conn, "again", true)
+        .await
+        .expect("the next call dials again");
+    assert_eq!(r["content"][0]["text"], "again");
+    assert_ne!(read_pid(pidfile.path()).expect("pid"), first_pid);
+}
+
 /// A direct call that outlives its deadline ends `unknown` and closes the client; the next
 /// call dials a new server through the actor (the same rule as a call through the actor).
 #[actix_rt::test]
