@@ -296,17 +296,6 @@ fn seqs(seen: &[Value]) -> Vec<u64> {
     seen.iter().map(|v| v["seq"].as_u64().unwrap()).collect()
 }
 
-async fn eventually(mut f: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !f() {
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
-}
-
 /// `MOVE_AFTER` direct calls in a row from one worker move the reader there, with answers in
 /// the pipe as it moves: every line comes back once and in order, the later ones read on the
 /// worker; and when the server ends, its end is still reported.
@@ -321,7 +310,10 @@ async fn the_reader_moves_to_the_thread_that_calls_and_loses_nothing() {
         seqs(&wait_for(&echoes, first as usize).await),
         (0..first).collect::<Vec<_>>()
     );
-    assert!(eventually(|| t.reader_moves() == 1).await, "moved once");
+    assert!(
+        eventually(Duration::from_secs(20), || t.reader_moves() == 1).await,
+        "moved once"
+    );
     worker.calls(&t, first, 20);
     let seen = wait_for(&echoes, first as usize + 20).await;
     assert_eq!(
@@ -337,7 +329,14 @@ async fn the_reader_moves_to_the_thread_that_calls_and_loses_nothing() {
     assert_eq!(t.reader_moves(), 1, "one move");
     // The server's end, read on the worker, is reported.
     t.close();
-    assert!(eventually(|| echoes.closed.lock().unwrap().is_some()).await);
+    assert!(
+        eventually(Duration::from_secs(20), || echoes
+            .closed
+            .lock()
+            .unwrap()
+            .is_some())
+        .await
+    );
 }
 
 /// Calls from two workers in turn, each run shorter than `MOVE_AFTER`, leave the reader where
@@ -360,7 +359,10 @@ async fn calls_from_two_threads_in_turn_do_not_move_the_reader() {
     let home = std::thread::current().id();
     assert!(echoes.read_on.lock().unwrap().iter().all(|id| *id == home));
     b.calls(&t, seq, run + 1);
-    assert!(eventually(|| t.reader_moves() == 1).await, "moved to b");
+    assert!(
+        eventually(Duration::from_secs(20), || t.reader_moves() == 1).await,
+        "moved to b"
+    );
     t.close();
 }
 

@@ -47,18 +47,6 @@ async fn start_server(registry: &Addr<Registry>, server: Value, ctx: ConnContext
         .unwrap()
 }
 
-/// Poll `f` (async-friendly) until it holds or `limit` passes.
-async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    f()
-}
-
 async fn live(registry: &Addr<Registry>) -> usize {
     registry.send(Count).await.unwrap().0
 }

@@ -296,6 +296,18 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Poll `f` on tokio's timer (for async tests) until it holds or `limit` passes.
+pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f()
+}
+
 pub fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }

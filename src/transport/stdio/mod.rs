@@ -686,7 +686,7 @@ mod tests {
             .expect("runtime");
         let mut input = Pieces(pieces.into());
         rt.block_on(
-            reader::Framing::default().read(&mut input, &stats, None, |l, c| {
+            reader::Framing::default().read(&mut input, &stats, &Notify::new(), |l, c| {
                 got.push((l.to_vec(), c.is_some()));
                 true
             }),

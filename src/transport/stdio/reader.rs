@@ -106,6 +106,18 @@ impl Place {
         self.wanted.notify_one();
     }
 
+    /// The task a move was asked to, if one was (the reader is about to go).
+    fn take_asked(&self) -> Option<oneshot::Sender<Reader>> {
+        let mut to = self.to.lock().ok()?;
+        match std::mem::take(&mut *to) {
+            Slot::Asked(tx) => Some(tx),
+            other => {
+                *to = other;
+                None
+            }
+        }
+    }
+
     /// Reading ended: no more moves, and a task waiting for the reader gives up.
     fn ended(&self) {
         self.at.store(0, Ordering::Relaxed);
@@ -149,66 +161,58 @@ impl Reader {
         }
     }
 
-    /// Read on this thread until the output ends, or until a move is asked for and the
-    /// state is handed over.
+    /// Read, on this thread and then on each thread it is handed to, until the output ends.
     pub(super) async fn run(self) {
-        let mut me = self;
-        loop {
-            let place = &me.link.place;
-            place.at.store(thread_number(), Ordering::Relaxed);
-            let Ok(mut input) = pipe::Receiver::from_owned_fd_unchecked(me.input) else {
-                me.link.place.ended();
-                return;
-            };
-            let link = &me.link;
-            let limiter = &mut me.limiter;
-            let stop = me
-                .framing
-                .read(
-                    &mut input,
-                    &link.stats,
-                    Some(&link.place.wanted),
-                    |line, checked| {
-                        handle_line(line, checked, link, limiter);
-                        // Closed (our answers overflowed): stop reading (the server's writes now fail).
-                        !link.overran.load(Ordering::Acquire)
-                    },
-                )
+        let mut next = Some(self);
+        while let Some(reader) = next {
+            next = reader.read_until_moved().await;
+        }
+    }
+
+    /// Read on this thread until the output ends or a move asked for is handed over (`None`
+    /// either way); `Some` with the state back when the thread that asked is gone.
+    async fn read_until_moved(self) -> Option<Reader> {
+        let Reader {
+            input,
+            mut framing,
+            mut limiter,
+            link,
+            _reading: reading,
+        } = self;
+        let place = &link.place;
+        let Ok(mut input) = pipe::Receiver::from_owned_fd_unchecked(input) else {
+            place.ended();
+            return None;
+        };
+        place.at.store(thread_number(), Ordering::Relaxed);
+        let to = loop {
+            let stop = framing
+                .read(&mut input, &link.stats, &place.wanted, |line, checked| {
+                    handle_line(line, checked, &link, &mut limiter);
+                    // Closed (our answers overflowed): stop reading (the server's writes now fail).
+                    !link.overran.load(Ordering::Acquire)
+                })
                 .await;
             if stop == Stop::Ended {
-                link.place.ended();
-                return;
+                place.ended();
+                return None;
             }
-            let Ok(fd) = input.into_nonblocking_fd() else {
-                link.place.ended();
-                return;
-            };
-            let to = match link.place.to.lock() {
-                Ok(mut to) => match std::mem::take(&mut *to) {
-                    Slot::Asked(tx) => Some(tx),
-                    other => {
-                        *to = other;
-                        None
-                    }
-                },
-                Err(_) => None,
-            };
-            let reader = Reader {
-                input: fd,
-                framing: me.framing,
-                limiter: me.limiter,
-                link: me.link,
-                _reading: me._reading,
-            };
-            me = match to {
-                Some(tx) => match tx.send(reader) {
-                    Ok(()) => return,
-                    // The task that asked is gone (its runtime ended): read on here.
-                    Err(back) => back,
-                },
-                None => reader,
-            };
-        }
+            if let Some(to) = place.take_asked() {
+                break to;
+            }
+        };
+        let Ok(input) = input.into_nonblocking_fd() else {
+            place.ended();
+            return None;
+        };
+        let reader = Reader {
+            input,
+            framing,
+            limiter,
+            link,
+            _reading: reading,
+        };
+        to.send(reader).err()
     }
 }
 
@@ -268,7 +272,7 @@ impl Framing {
         &mut self,
         input: &mut R,
         stats: &StdioStats,
-        moving: Option<&Notify>,
+        moving: &Notify,
         mut on_line: impl FnMut(Bytes, Option<&Checked>) -> bool,
     ) -> Stop {
         use tokio::io::AsyncReadExt;
@@ -323,15 +327,11 @@ impl Framing {
             // that leaves room as the pipe drained, and waits for epoll before the next one.
             let ask = (into.capacity() - into.len()).min(READ_MOST);
             let mut into = bytes::BufMut::limit(into, ask);
-            let read = input.read_buf(&mut into);
-            let r = match moving {
-                // A read that has not completed took nothing from the pipe.
-                Some(moving) => tokio::select! {
-                    biased;
-                    () = moving.notified() => return Stop::Moving,
-                    r = read => r,
-                },
-                None => read.await,
+            // A read that has not completed took nothing from the pipe.
+            let r = tokio::select! {
+                biased;
+                () = moving.notified() => return Stop::Moving,
+                r = input.read_buf(&mut into) => r,
             };
             let n = match r {
                 Ok(0) | Err(_) => return Stop::Ended,
