@@ -192,6 +192,13 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
     number(one("fleet_sessions"), "windows");
     assert!(one("fleet_sessions")["windows_with_a_call_over_5ms"].is_u64());
     assert_eq!(one("fleet_sessions")["errors"], 0);
+    // ...and the same fleet over the daemon's socket, the way local clients prefer.
+    let socket_fleet = records
+        .iter()
+        .find(|r| r["scenario"] == "fleet_sessions" && r["client"] == "albedo-daemon-api-socket")
+        .expect("the fleet over the socket");
+    number(socket_fleet, "p99_us");
+    assert_eq!(socket_fleet["errors"], 0, "{socket_fleet}");
     // The same servers and calls without the daemon, which the API's figures are read
     // against: every client alone at as many servers (session open, 1,000 HTTP servers, 200 x
     // 5 stdio servers and the fleet over them), and the load generator at the HTTP floor.
@@ -235,22 +242,30 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
         assert_eq!(r["errors"], 0, "{r}");
         assert!(r["windows_with_a_call_over_5ms"].is_u64(), "{r}");
     }
-    let fleet = targets
+    let fleets: Vec<_> = targets
         .iter()
-        .find(|t| t["target"].as_str().unwrap().starts_with("fleet:"))
-        .expect("the fleet's target");
-    let detail = fleet["detail"].as_str().unwrap();
+        .filter(|t| t["target"].as_str().unwrap().starts_with("fleet:"))
+        .collect();
     assert!(
-        [
-            "albedo's client alone: p99",
-            "rmcp alone: p99",
-            "the TypeScript client alone: p99",
-            "the HTTP floor: p99"
-        ]
-        .iter()
-        .all(|d| detail.contains(d)),
-        "{fleet}"
+        ["over TCP", "over the socket"].iter().all(|way| fleets
+            .iter()
+            .any(|t| t["target"].as_str().unwrap().ends_with(way))),
+        "{fleets:?}"
     );
+    for fleet in fleets {
+        let detail = fleet["detail"].as_str().unwrap();
+        assert!(
+            [
+                "albedo's client alone: p99",
+                "rmcp alone: p99",
+                "the TypeScript client alone: p99",
+                "the HTTP floor: p99"
+            ]
+            .iter()
+            .all(|d| detail.contains(d)),
+            "{fleet}"
+        );
+    }
     // Tool search: the bytes advertised at open deferred and not, search latency over
     // 5,000 tools, the ranking's share on the query set.
     number(one("tool_search_open"), "bytes_fewer_share");

@@ -138,8 +138,12 @@ impl Bench {
                         .collect()
                 })
                 .collect();
-            let fleet = self.fleet(d.pid(), || d.conn(), &paths, ECHO_BODY, API);
-            self.push(fleet);
+            // Over TCP with the token, then over the socket, the way local clients prefer.
+            for (who, socket) in self.api_ways(&d) {
+                let conn = || d.conn_via(socket.as_ref());
+                let fleet = self.fleet(d.pid(), conn, &paths, ECHO_BODY, who);
+                self.push(fleet);
+            }
             for id in ids {
                 self.delete_session(&d, &id);
             }

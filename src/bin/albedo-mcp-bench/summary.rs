@@ -313,7 +313,8 @@ impl Bench {
                 .iter()
                 .find(|r| r["client"] == who && r["scenario"] == fleet_scenario(who))
         };
-        if let Some(r) = fleet(API) {
+        for (way, over) in [(API, "over TCP"), (API_SOCKET, "over the socket")] {
+            let Some(r) = fleet(way) else { continue };
             let p99 = r["p99_us"].as_f64().unwrap_or(f64::MAX);
             let errors = r["errors"].as_u64().unwrap_or(u64::MAX);
             // The same schedule without the daemon: each client alone, and the HTTP floor.
@@ -331,7 +332,7 @@ impl Bench {
             .collect();
             target(
                 format!(
-                    "fleet: {} sessions x 1 call / {} ms: API p99 < 5 ms, no error",
+                    "fleet: {} sessions x 1 call / {} ms: API p99 < 5 ms, no error, {over}",
                     r["sessions"],
                     schedule::PERIOD_MS
                 ),
