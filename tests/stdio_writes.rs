@@ -1,7 +1,8 @@
 //! The stdio transport's threads (`transport::stdio`). Its two ways to the server's stdin: a
 //! message sent from the thread the transport was opened on is queued for its writer task; one
 //! sent from another thread (a direct call on an API worker) is written by that thread when
-//! nothing is queued, and what a full pipe does not take is queued after it. Its reader
+//! nothing is queued (under load only by the thread the reader moved to), and what a full pipe
+//! does not take is queued after it. Its reader
 //! (`transport::stdio::reader`), which moves to a thread that calls from a `LocalSet` run
 //! after run, loses nothing as it moves, and still reports the server's end from there. The
 //! server here is `cat` behind the real launcher, so every line written comes back: the
@@ -163,11 +164,16 @@ async fn concurrent_direct_senders_keep_each_ones_order() {
     t.close();
 }
 
+/// Held by the tests that count requests in flight daemon-wide (`OffThread`, a process-wide
+/// count), so that one's load does not change what another sees.
+static LOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A message from another thread is written by that thread only while few requests sent from
 /// other threads wait for their answers daemon-wide; past that it is queued for the writer task
 /// (which reaches the server all the same).
 #[tokio::test(flavor = "current_thread")]
 async fn under_load_a_message_from_another_thread_is_queued_for_the_writer() {
+    let _load = LOAD.lock().await;
     let echoes = Arc::new(Echoes::default());
     let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
     let from_other = |seq: u64| {
@@ -387,5 +393,57 @@ async fn a_reader_asked_to_a_worker_that_ended_reads_on_where_it_was() {
     let home = std::thread::current().id();
     assert!(echoes.read_on.lock().unwrap().iter().all(|id| *id == home));
     assert!(echoes.closed.lock().unwrap().is_none(), "still open");
+    t.close();
+}
+
+/// Once the reader has moved to a worker, that worker writes its own messages even when many
+/// requests wait daemon-wide (the whole call stays on its thread; the arbiter is not woken to
+/// write); another thread's message under the same load is still queued for the writer task.
+#[tokio::test(flavor = "current_thread")]
+async fn the_thread_the_reader_moved_to_writes_its_messages_under_load() {
+    let _load = LOAD.lock().await;
+    let echoes = Arc::new(Echoes::default());
+    let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
+    let worker = Worker::start();
+    let first = u64::from(MOVE_AFTER);
+    worker.calls(&t, 0, first);
+    assert!(
+        eventually(Duration::from_secs(20), || t.reader_moves() == 1).await,
+        "moved"
+    );
+    assert_eq!(
+        wait_for(&echoes, first as usize).await.len(),
+        first as usize
+    );
+    let busy: Vec<OffThread> = (0..=WRITE_HERE_MAX_IN_FLIGHT)
+        .map(|_| OffThread::begin())
+        .collect();
+    let before = t.stats.written_here.load(Ordering::Relaxed);
+    worker.calls(&t, first, 10);
+    assert_eq!(
+        t.stats.written_here.load(Ordering::Relaxed),
+        before + 10,
+        "written by the worker the reader moved to"
+    );
+    let other = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            t.send(note(json!({"seq": first + 10})))
+                .map_err(|e| e.to_string())
+        })
+    };
+    other.join().expect("the sender ends").expect("queued");
+    assert_eq!(
+        t.stats.written_here.load(Ordering::Relaxed),
+        before + 10,
+        "another thread's message is queued"
+    );
+    drop(busy);
+    let n = first as usize + 11;
+    assert_eq!(
+        seqs(&wait_for(&echoes, n).await),
+        (0..n as u64).collect::<Vec<_>>(),
+        "all arrive, in order"
+    );
     t.close();
 }

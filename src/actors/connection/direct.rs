@@ -5,7 +5,9 @@
 //! on the arbiter completes the pending request and wakes the caller. Through the actor a
 //! call crossed twice (worker to arbiter to worker) and woke the arbiter to write it. Under
 //! load the transport queues the request for its writer task instead (the arbiter is awake;
-//! `transport::stdio::WRITE_HERE_MAX_IN_FLIGHT`), and the call still skips the actor.
+//! `transport::stdio::WRITE_HERE_MAX_IN_FLIGHT`), and the call still skips the actor; once the
+//! server's reader has moved to the caller's thread (`transport::stdio::MOVE_AFTER`), nothing
+//! crosses threads at any load.
 //!
 //! The link publishes a client here when its dial succeeds ([`ConnShared::publish`]) and takes
 //! it back when it drops the client (a timeout, a loss, a close, a restart: the old link is

@@ -106,6 +106,11 @@ impl Place {
         self.wanted.notify_one();
     }
 
+    /// Whether the reader runs on this thread (it moved here).
+    pub(super) fn reads_here(&self) -> bool {
+        self.at.load(Ordering::Relaxed) == thread_number()
+    }
+
     /// The task a move was asked to, if one was (the reader is about to go).
     fn take_asked(&self) -> Option<oneshot::Sender<Reader>> {
         let mut to = self.to.lock().ok()?;
