@@ -72,7 +72,8 @@ static OFF_THREAD: AtomicUsize = AtomicUsize::new(0);
 /// servers at 256 calls in flight, writing here always cost 20-30 % of the calls per second
 /// (`albedo-mcp-bench --only scale`; README, "Benchmarks"). A thread the server's reader moved
 /// to writes at any load: it is woken by that server's answers anyway, and the arbiter need not
-/// be woken at all (the agent fleet: some 10 % less of the daemon's CPU per call).
+/// be woken at all (the agent fleet: some 10 % less of the daemon's CPU per call; one server
+/// at 256 calls in flight, its reader moved earlier: that worker's half of the calls).
 pub const WRITE_HERE_MAX_IN_FLIGHT: usize = 2;
 
 /// Counts one request sent from another thread while its caller waits for the answer (held by
