@@ -168,6 +168,23 @@ async fn concurrent_direct_senders_keep_each_ones_order() {
 /// count), so that one's load does not change what another sees.
 static LOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// More requests in flight daemon-wide than a thread other than the writer's writes under,
+/// while the value lives.
+fn many_in_flight() -> Vec<OffThread> {
+    (0..=WRITE_HERE_MAX_IN_FLIGHT)
+        .map(|_| OffThread::begin())
+        .collect()
+}
+
+/// The notification with `seq`, sent from a thread of its own (neither the transport's nor a
+/// worker's): what the send answered.
+fn send_from_another_thread(t: &Arc<StdioTransport>, seq: u64) -> Result<(), String> {
+    let t = t.clone();
+    std::thread::spawn(move || t.send(note(json!({"seq": seq}))).map_err(|e| e.to_string()))
+        .join()
+        .expect("the sender ends")
+}
+
 /// A message from another thread is written by that thread only while few requests sent from
 /// other threads wait for their answers daemon-wide; past that it is queued for the writer task
 /// (which reaches the server all the same).
@@ -176,22 +193,14 @@ async fn under_load_a_message_from_another_thread_is_queued_for_the_writer() {
     let _load = LOAD.lock().await;
     let echoes = Arc::new(Echoes::default());
     let t = StdioTransport::spawn(&cat(), echoes.clone()).expect("cat starts");
-    let from_other = |seq: u64| {
-        let t = t.clone();
-        std::thread::spawn(move || t.send(note(json!({"seq": seq}))).map_err(|e| e.to_string()))
-            .join()
-            .expect("the sender ends")
-    };
-    from_other(0).expect("sent");
+    send_from_another_thread(&t, 0).expect("sent");
     assert_eq!(
         t.stats.written_here.load(Ordering::Relaxed),
         1,
         "written at once"
     );
-    let busy: Vec<OffThread> = (0..=WRITE_HERE_MAX_IN_FLIGHT)
-        .map(|_| OffThread::begin())
-        .collect();
-    from_other(1).expect("queued");
+    let busy = many_in_flight();
+    send_from_another_thread(&t, 1).expect("queued");
     assert_eq!(
         t.stats.written_here.load(Ordering::Relaxed),
         1,
@@ -200,7 +209,7 @@ async fn under_load_a_message_from_another_thread_is_queued_for_the_writer() {
     // The writer task (on this thread) writes it; until then a later message queues behind it.
     assert_eq!(wait_for(&echoes, 2).await.len(), 2);
     drop(busy);
-    from_other(2).expect("sent");
+    send_from_another_thread(&t, 2).expect("sent");
     assert_eq!(
         t.stats.written_here.load(Ordering::Relaxed),
         2,
@@ -224,11 +233,7 @@ async fn nothing_is_written_after_a_close() {
     t.send(note(json!({"seq": 0}))).expect("sent");
     assert_eq!(wait_for(&echoes, 1).await.len(), 1);
     t.close();
-    let other = {
-        let t = t.clone();
-        std::thread::spawn(move || t.send(note(json!({"seq": 1}))).map_err(|e| e.to_string()))
-    };
-    let e = other.join().unwrap().expect_err("closed");
+    let e = send_from_another_thread(&t, 1).expect_err("closed");
     assert!(e.to_string().contains("closed"), "{e}");
     assert!(t.send(note(json!({"seq": 2}))).is_err());
 }
@@ -415,9 +420,7 @@ async fn the_thread_the_reader_moved_to_writes_its_messages_under_load() {
         wait_for(&echoes, first as usize).await.len(),
         first as usize
     );
-    let busy: Vec<OffThread> = (0..=WRITE_HERE_MAX_IN_FLIGHT)
-        .map(|_| OffThread::begin())
-        .collect();
+    let busy = many_in_flight();
     let before = t.stats.written_here.load(Ordering::Relaxed);
     worker.calls(&t, first, 10);
     assert_eq!(
@@ -425,14 +428,7 @@ async fn the_thread_the_reader_moved_to_writes_its_messages_under_load() {
         before + 10,
         "written by the worker the reader moved to"
     );
-    let other = {
-        let t = t.clone();
-        std::thread::spawn(move || {
-            t.send(note(json!({"seq": first + 10})))
-                .map_err(|e| e.to_string())
-        })
-    };
-    other.join().expect("the sender ends").expect("queued");
+    send_from_another_thread(&t, first + 10).expect("queued");
     assert_eq!(
         t.stats.written_here.load(Ordering::Relaxed),
         before + 10,

@@ -78,10 +78,10 @@ impl Place {
     /// A direct call on this thread, a task of a `LocalSet` (it panics elsewhere): once
     /// [`MOVE_AFTER`] came in a row from here and the reader is elsewhere, ask it over.
     pub(super) fn called_here(&self) {
-        let me = thread_number();
-        if self.at.load(Ordering::Relaxed) == me {
+        if self.reads_here() {
             return;
         }
+        let me = thread_number();
         if self.caller.swap(me, Ordering::Relaxed) != me {
             self.run.store(1, Ordering::Relaxed);
             return;
