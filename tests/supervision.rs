@@ -169,6 +169,57 @@ async fn a_panic_in_a_direct_call(local: bool) {
     drop(conn);
 }
 
+/// A tool call on a live HTTP client whose requests carry no OAuth token is a direct call too
+/// (its request POSTed by the caller's thread: `transport::http::posts_here`), here against
+/// server-everything over streamable HTTP. A panic in it is caught the same way: `unknown`,
+/// its client closed and taken back, the actor not restarted, and the next call dials a new
+/// session through the actor, which is published in turn.
+#[actix_rt::test]
+async fn a_panic_in_a_direct_call_to_an_http_server_closes_its_client_and_the_next_call_dials_again(
+) {
+    let peer = HttpPeer::everything();
+    let registry = Registry::new(1).start();
+    let tls = albedo_mcp::transport::tls::client_config(&[]).unwrap();
+    let ctx = ConnContext::new(
+        launcher().into(),
+        Some(Arc::new(albedo_mcp::actors::connection::AwcOpener { tls })),
+    );
+    let conn = start_server(&registry, json!({"type": "http", "url": peer.url}), ctx).await;
+    assert!(!conn.direct_ready(), "nothing was dialled yet");
+    let r = text_via(&conn, "one", true)
+        .await
+        .expect("the first call dials, through the actor");
+    assert_eq!(r["content"][0]["text"], "Echo: one");
+    assert!(conn.direct_ready(), "the dialled HTTP client is published");
+    for i in 0..3 {
+        let r = text_via(&conn, &format!("m{i}"), true)
+            .await
+            .expect("a direct call");
+        assert_eq!(r["content"][0]["text"], format!("Echo: m{i}"));
+    }
+    assert_eq!(peer.everything_sessions().len(), 1, "one session so far");
+    let before = conn.restarts();
+
+    let _ = conn.send(ArmPanic(PanicPoint::DirectCall)).await;
+    let e = text_via(&conn, "boom", true)
+        .await
+        .expect_err("the direct call panicked");
+    assert_eq!(e.outcome(), "unknown", "{e}");
+    assert!(!conn.direct_ready(), "the client was taken back");
+    let r = text_via(&conn, "two", true)
+        .await
+        .expect("the next call dials again");
+    assert_eq!(r["content"][0]["text"], "Echo: two");
+    assert_eq!(conn.restarts(), before, "the actor itself did not panic");
+    assert!(conn.direct_ready());
+    assert_eq!(
+        peer.everything_sessions().len(),
+        2,
+        "the next call opened a new session"
+    );
+    drop(conn);
+}
+
 /// Direct calls from one `LocalSet` thread, run after run, move the server's reader to that
 /// thread (`transport::stdio::reader`); a server that then dies is still reported (its client
 /// is taken back) and the next call dials a new one.

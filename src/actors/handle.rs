@@ -172,7 +172,7 @@ impl ConnHandle {
         target: CallTarget,
         spawn: Spawn,
     ) -> Result<crate::protocol::ResultText, CallError> {
-        // A tool call on a live stdio client runs on this thread (`connection/direct.rs`).
+        // A tool call on a published live client runs on this thread (`connection/direct.rs`).
         let target = match target {
             CallTarget::Tool { name, arguments } => match self.0.shared.direct() {
                 Some(direct) => {
@@ -303,7 +303,7 @@ impl ConnHandle {
         addr
     }
 
-    /// Whether a tool call would run on its caller's thread now (a live stdio client is
+    /// Whether a tool call would run on its caller's thread now (a live client is
     /// published: `connection/direct.rs`).
     #[doc(hidden)]
     pub fn direct_ready(&self) -> bool {

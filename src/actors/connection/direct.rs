@@ -1,20 +1,25 @@
-//! Direct calls: a tool call on a live stdio connection made on the caller's own thread (the
-//! API worker that read the request), with the client the link dialled, instead of a message
-//! to the Connection actor on its arbiter. The request is written to the server's pipe by the
-//! caller's thread (`transport::stdio`), and only the answer crosses threads: the reader task
-//! on the arbiter completes the pending request and wakes the caller. Through the actor a
-//! call crossed twice (worker to arbiter to worker) and woke the arbiter to write it. Under
-//! load the transport queues the request for its writer task instead (the arbiter is awake;
-//! `transport::stdio::WRITE_HERE_MAX_IN_FLIGHT`), and the call still skips the actor; once the
-//! server's reader has moved to the caller's thread (`transport::stdio::MOVE_AFTER`), nothing
-//! crosses threads at any load.
+//! Direct calls: a tool call on a live connection made on the caller's own thread (the API
+//! worker that read the request), with the client the link dialled, instead of a message to
+//! the Connection actor on its arbiter (through the actor a call crossed twice, worker to
+//! arbiter to worker, and woke the arbiter to send it).
+//! - stdio: the request is written to the server's pipe by the caller's thread
+//!   (`transport::stdio`), and only the answer crosses threads: the reader task on the arbiter
+//!   completes the pending request and wakes the caller. Under load the transport queues the
+//!   request for its writer task instead (the arbiter is awake;
+//!   `transport::stdio::WRITE_HERE_MAX_IN_FLIGHT`); once the server's reader has moved to the
+//!   caller's thread (`transport::stdio::MOVE_AFTER`), nothing crosses threads at any load.
+//! - HTTP: the call's task runs inside `transport::http::posts_here`, so its request is POSTed
+//!   by the caller's thread with that thread's own awc client, and the answer is read there
+//!   too: nothing crosses threads. Only for a server whose requests carry no OAuth token (a
+//!   call with one may need it refreshed first, and a refused one refreshed and sent again,
+//!   which the actor does); the tools' `Mcp-Param-*` headers come from the link
+//!   ([`ParamHeaders`]).
 //!
 //! The link publishes a client here when its dial succeeds ([`ConnShared::publish`]) and takes
 //! it back when it drops the client (a timeout, a loss, a close, a restart: the old link is
 //! dropped with its actor). A call finds no published client, and goes through the actor as
 //! before, when none was dialled yet, when the one published has closed (the actor dials
-//! again), for an HTTP server (its requests go out through its driver on the arbiter, and may
-//! need a token refreshed first), and for resources and prompts.
+//! again), for an HTTP server with a token, and for resources and prompts.
 //!
 //! A direct call keeps the actor's rules: never retried, one deadline (`callTimeoutMs`), a
 //! timed-out or lost call closes the client so that the next call dials again (the actor
@@ -50,26 +55,33 @@ pub enum Spawn {
     LocalSet,
 }
 
-/// A live stdio client published for direct calls, with what a call needs besides it.
+/// A live client published for direct calls, with what a call needs besides it.
 pub struct Direct {
     pub(super) client: McpClient,
+    kind: TransportKind,
     call_timeout: Duration,
     server: Arc<str>,
     redact: Redactor,
+    /// The tools' `Mcp-Param-*` headers (HTTP), as the link learned them.
+    headers: ParamHeaders,
 }
 
 impl Direct {
     pub(super) fn new(
         client: McpClient,
+        kind: TransportKind,
         call_timeout: Duration,
         server: &str,
         redact: Redactor,
+        headers: ParamHeaders,
     ) -> Direct {
         Direct {
             client,
+            kind,
             call_timeout,
             server: server.into(),
             redact,
+            headers,
         }
     }
 
@@ -93,16 +105,33 @@ impl Direct {
         let work = async move {
             // Counted while it waits: the stdio transport writes a request on this thread only
             // while few such calls are in flight.
-            let _waiting = crate::transport::stdio::OffThread::begin();
+            let _waiting =
+                (d.kind == TransportKind::Stdio).then(crate::transport::stdio::OffThread::begin);
             shared.trip(PanicPoint::DirectCall);
             let params = Params::Named {
                 name: &name,
                 arguments: &arguments,
             };
+            let headers = match d.kind {
+                TransportKind::Http => d.headers.of(&name),
+                TransportKind::Stdio => Vec::new(),
+            };
             let r = d
                 .client
-                .request_text_params("tools/call", Some(params), d.call_timeout, &[])
+                .request_text_params("tools/call", Some(params), d.call_timeout, &headers)
                 .await;
+            let r = match r {
+                // A server without a token that refuses a call: the words of the actor's path.
+                Err(RpcError::NotSent(TransportError::Status {
+                    status: 401 | 403, ..
+                })) if d.kind == TransportKind::Http => {
+                    return Err(CallError::NeedsSignIn {
+                        server: d.server.to_string(),
+                        reason: "the server needs the user to sign in".into(),
+                    })
+                }
+                r => r,
+            };
             let (answer, drop_client) = call_outcome(r, &d.client, || d.server.to_string());
             if drop_client {
                 d.retire(&shared);
@@ -113,7 +142,8 @@ impl Direct {
             Spawn::Runtime => tokio::spawn(work),
             Spawn::LocalSet => {
                 self.client.read_here();
-                tokio::task::spawn_local(work)
+                // An HTTP server's request is POSTed from this thread too.
+                tokio::task::spawn_local(crate::transport::http::posts_here(work))
             }
         };
         match task.await {

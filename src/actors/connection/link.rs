@@ -13,7 +13,7 @@ use crate::protocol::Params;
 pub(super) struct Link {
     pub(super) server: Arc<ResolvedServer>,
     pub(super) ctx: ConnContext,
-    /// Where a live stdio client is published for direct calls (`direct.rs`).
+    /// Where a live client is published for direct calls (`direct.rs`).
     pub(super) shared: Arc<ConnShared>,
     /// Cleans everything the server says before it leaves the connection.
     pub(super) redact: Redactor,
@@ -24,7 +24,8 @@ pub(super) struct Link {
     pub(super) last_error: RefCell<Option<String>>,
     /// The server's grant without a browser, read once from its resolved `oauth_client`.
     pub(super) service: Option<Arc<ServiceGrant>>,
-    pub(super) headers: RefCell<HashMap<String, Vec<ParamHeader>>>,
+    /// Which arguments each tool mirrors into headers; shared with the direct calls.
+    pub(super) headers: ParamHeaders,
     /// Ignored messages of clients already dropped.
     pub(super) ignored: std::cell::Cell<u64>,
     /// Dials finished, and the error of the last one if it failed.
@@ -32,6 +33,28 @@ pub(super) struct Link {
     pub(super) last_dial_error: RefCell<Option<HandshakeError>>,
     /// The OAuth access token the current transport carries, if any.
     pub(super) bearer: RefCell<Option<String>>,
+}
+
+/// Which arguments each tool of an HTTP server mirrors into `Mcp-Param-*` headers, learned at
+/// discovery; read by the actor's calls and the direct ones.
+#[derive(Clone, Default)]
+pub(super) struct ParamHeaders(Arc<std::sync::RwLock<HashMap<String, Vec<ParamHeader>>>>);
+
+impl ParamHeaders {
+    /// Tool `name`'s headers (none for most tools).
+    pub(super) fn of(&self, name: &str) -> Vec<ParamHeader> {
+        self.0
+            .read()
+            .ok()
+            .and_then(|m| m.get(name).cloned())
+            .unwrap_or_default()
+    }
+
+    fn set(&self, map: HashMap<String, Vec<ParamHeader>>) {
+        if let Ok(mut g) = self.0.write() {
+            *g = map;
+        }
+    }
 }
 
 /// Marks a link unavailable when a dial is dropped before it finished.
@@ -70,7 +93,7 @@ impl Link {
             state: RefCell::new(LinkState::Idle),
             last_error: RefCell::new(None),
             service,
-            headers: RefCell::new(HashMap::new()),
+            headers: ParamHeaders::default(),
             ignored: std::cell::Cell::new(0),
             dials: std::cell::Cell::new(0),
             last_dial_error: RefCell::new(None),
@@ -127,16 +150,24 @@ impl Link {
         }
     }
 
-    /// A new live client: a stdio one is published for direct calls (`direct.rs`); an HTTP
-    /// one is not (its requests go out through its driver on this arbiter anyway, and its
-    /// calls may need a token refreshed first).
+    /// A new live client is published for direct calls (`direct.rs`): a stdio one, and an
+    /// HTTP one that carries no OAuth token (a call with one may need it refreshed first, and
+    /// a refusal refreshed and sent again: the actor does both).
     fn publish(&self, client: &McpClient) {
-        if client.transport_kind() == Some(TransportKind::Stdio) && !self.shared.is_closed() {
+        let kind = client.transport_kind();
+        let direct = match kind {
+            Some(TransportKind::Stdio) => true,
+            Some(TransportKind::Http) => self.bearer.borrow().is_none(),
+            None => false,
+        };
+        if let (true, Some(kind)) = (direct && !self.shared.is_closed(), kind) {
             self.shared.publish(Direct::new(
                 client.clone(),
+                kind,
                 self.call_timeout(),
                 self.name(),
                 self.redact.clone(),
+                self.headers.clone(),
             ));
         }
     }
@@ -366,7 +397,7 @@ impl Link {
                 }
             }
         }
-        *self.headers.borrow_mut() = map;
+        self.headers.set(map);
     }
 
     /// A call; every error that leaves is cleaned of the server's secrets and control
@@ -466,12 +497,7 @@ impl Link {
         let (tool, tree);
         let (method, params, hdrs) = match target {
             CallTarget::Tool { name, arguments } => {
-                let hdrs = self
-                    .headers
-                    .borrow()
-                    .get(&*name)
-                    .cloned()
-                    .unwrap_or_default();
+                let hdrs = self.headers.of(&name);
                 tool = (name, arguments);
                 let params = Params::Named {
                     name: &tool.0,

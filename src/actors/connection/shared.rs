@@ -1,6 +1,6 @@
 //! What outlives a restart of the Connection actor ([`ConnShared`]): the session's owner and
 //! the catalogue it advertises, the restart count, whether it was closed or failed, the log
-//! limiter, the tests' panic hooks, and the live stdio client published for direct calls
+//! limiter, the tests' panic hooks, and the live client published for direct calls
 //! (`direct.rs`).
 //!
 //! Owns: that state, shared by every instance behind one handle. Must not touch: the client
@@ -23,7 +23,7 @@ pub struct ConnShared {
     armed: AtomicU8,
     /// Lines this connection logs about its server (it is untrusted: rate-limited).
     pub(crate) log_limit: crate::protocol::text::LogLimiter,
-    /// The live stdio client a tool call may use from its caller's thread, published by the
+    /// The live client a tool call may use from its caller's thread, published by the
     /// link that dialled it and taken back when that link drops it.
     direct: std::sync::RwLock<Option<Arc<Direct>>>,
 }

@@ -1,12 +1,15 @@
-//! The driver: the state of one HTTP transport on its arbiter's thread (`Ctx`: the awc
-//! client, the endpoint, configured headers, the negotiated version, the request workers and
-//! the listener), the command loop that spawns a worker per message (our answers to the
-//! server's requests go to `replies` instead), the shutdown (`DELETE` of the session), and
-//! closing the connection when the server goes past a bound (`Ctx::overrun`).
+//! The driver: the state of one HTTP transport (`Ctx`: the endpoint, configured headers, the
+//! negotiated version, the request workers and the listener; `Send + Sync`, so that a request
+//! worker may run on another thread, see [`super::posts_here`]), the command loop on the
+//! arbiter's thread that spawns a worker per message (our answers to the server's requests go
+//! to `replies` instead), the shutdown (`DELETE` of the session), and closing the connection
+//! when the server goes past a bound (`Ctx::overrun`).
 //!
 //! Owns: `Ctx`, the command loop, shutdown, overrun. Must not touch: what a POST or a stream reads
-//! (`post`, `stream`, `resume`, `listen`), nor how messages reach the client core (`inbound`).
+//! (`post`, `stream`, `resume`, `listen`), nor how messages reach the client core (`inbound`),
+//! nor which awc client a thread uses (`clients`).
 
+use super::clients::{client_here, forget_here, ClientRecipe};
 use super::inbound::Seen;
 use super::listen::start_listener;
 use super::post::post;
@@ -16,46 +19,54 @@ use super::{Cmd, HttpOptions, ListenState, Shared, PROTOCOL_HEADER, SESSION_HEAD
 use crate::protocol::era::{Era, ProtocolVersion};
 use crate::protocol::jsonrpc::{self, RequestId};
 use crate::transport::gate::RequestLimiter;
+use crate::transport::Outbound;
 use crate::transport::{Inbound, InboundSink, OutKind, TransportError};
 use awc::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use awc::http::{Method, StatusCode, Uri};
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-/// The driver's state, on the arbiter's thread.
+/// A lock on a table of the driver's state. A panic while one was held leaves it as the last
+/// statement left it (each lock is held for one statement's change), so it is used as it is.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The driver's state, shared by the driver and the request workers on any thread. No lock is
+/// held across an `await` or while a message is handed to the client core.
 pub(super) struct Ctx {
-    pub(super) client: awc::Client,
+    /// The transport's number: the key of each thread's client (`clients`).
+    pub(super) number: u64,
+    pub(super) recipe: ClientRecipe,
     pub(super) uri: Uri,
     pub(super) headers: Vec<(HeaderName, HeaderValue)>,
     pub(super) secrets: Vec<String>,
     pub(super) sink: Arc<dyn InboundSink>,
     pub(super) opts: HttpOptions,
     pub(super) shared: Arc<Shared>,
-    pub(super) protocol: RefCell<Option<ProtocolVersion>>,
+    pub(super) protocol: Mutex<Option<ProtocolVersion>>,
     /// Request workers by request id, with a token so a worker removes only itself.
-    pub(super) workers: RefCell<crate::fastmap::FastMap<RequestId, (u64, JoinHandle<()>)>>,
-    pub(super) next_token: Cell<u64>,
-    pub(super) listener: RefCell<Option<JoinHandle<()>>>,
-    pub(super) seen: RefCell<Seen>,
+    pub(super) workers: Mutex<crate::fastmap::FastMap<RequestId, (u64, JoinHandle<()>)>>,
+    pub(super) next_token: AtomicU64,
+    pub(super) listener: Mutex<Option<JoinHandle<()>>>,
+    pub(super) seen: Mutex<Seen>,
     /// How many of the server's requests are answered (`inbound`).
-    pub(super) limiter: RefCell<RequestLimiter>,
+    pub(super) limiter: Mutex<RequestLimiter>,
     /// Our answers waiting to be POSTed (`replies`).
-    pub(super) replies: RefCell<Replies>,
+    pub(super) replies: Mutex<Replies>,
     /// The session ended (its `Closed` was delivered).
-    pub(super) ended: Cell<bool>,
+    pub(super) ended: AtomicBool,
 }
 
 impl Ctx {
     pub(super) fn legacy(&self) -> bool {
-        matches!(&*self.protocol.borrow(), Some(p) if p.era == Era::Legacy)
+        matches!(&*lock(&self.protocol), Some(p) if p.era == Era::Legacy)
     }
 
     pub(super) fn legacy_version(&self) -> Option<String> {
-        match &*self.protocol.borrow() {
+        match &*lock(&self.protocol) {
             Some(p) if p.era == Era::Legacy => Some(p.version.clone()),
             _ => None,
         }
@@ -63,7 +74,7 @@ impl Ctx {
 
     /// Whether the server may send JSON-RPC batches: it negotiated 2025-03-26.
     pub(super) fn batches_allowed(&self) -> bool {
-        jsonrpc::batches_allowed(self.protocol.borrow().as_ref().map(|p| p.version.as_str()))
+        jsonrpc::batches_allowed(lock(&self.protocol).as_ref().map(|p| p.version.as_str()))
     }
 
     /// The server went past a bound kept against it: close the connection (the requests in
@@ -74,13 +85,14 @@ impl Ctx {
         }
         tracing::warn!(reason, "closing the connection to the HTTP server");
         self.shared.close_with(reason);
-        if let Some(h) = self.listener.borrow_mut().take() {
+        let listener = lock(&self.listener).take();
+        if let Some(h) = listener {
             h.abort();
         }
         self.shared.set_listen(ListenState::Closed);
-        self.replies.borrow_mut().clear();
+        lock(&self.replies).clear();
         self.deliver(Inbound::Closed(TransportError::Overrun(reason.to_owned())));
-        let workers: Vec<_> = self.workers.borrow_mut().drain().collect();
+        let workers: Vec<_> = lock(&self.workers).drain().collect();
         for (_, (_, h)) in workers {
             h.abort();
         }
@@ -88,7 +100,8 @@ impl Ctx {
 
     /// A request with the configured headers, the session id and (legacy era) the version.
     pub(super) fn request(&self, method: Method, session: Option<&str>) -> awc::ClientRequest {
-        let mut req = self.client.request(method.clone(), self.uri.clone());
+        let client = client_here(self.number, &self.shared, &self.recipe);
+        let mut req = client.request(method.clone(), self.uri.clone());
         for (n, v) in &self.headers {
             req = req.insert_header((n.clone(), v.clone()));
         }
@@ -148,14 +161,42 @@ impl Ctx {
     }
 
     pub(super) fn remove_worker(&self, id: &RequestId, token: u64) {
-        let mut w = self.workers.borrow_mut();
+        let mut w = lock(&self.workers);
         if matches!(w.get(id), Some((t, _)) if *t == token) {
             w.remove(id);
         }
     }
+
+    /// Spawn the worker that POSTs `out` on this thread (a task of its `LocalSet`), and keep a
+    /// request's worker by its id (for `Abort`, a replay's answer, a close). Refused when the
+    /// transport closed: checked under the workers' lock, so a close that comes later finds
+    /// the worker and aborts it.
+    pub(super) fn start_worker(self: &Arc<Self>, out: Outbound) -> Result<(), Outbound> {
+        let request_id = match &out.kind {
+            OutKind::Request { id, .. } => Some(id.clone()),
+            _ => None,
+        };
+        let mut workers = lock(&self.workers);
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(out);
+        }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let c = self.clone();
+        let id = request_id.clone();
+        let h = tokio::task::spawn_local(async move {
+            post(&c, out).await;
+            if let Some(id) = id {
+                c.remove_worker(&id, token);
+            }
+        });
+        if let Some(id) = request_id {
+            workers.insert(id, (token, h));
+        }
+        Ok(())
+    }
 }
 
-pub(super) async fn drive(ctx: Rc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+pub(super) async fn drive(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
     while let Some(cmd) = rx.recv().await {
         match cmd {
             Cmd::Send(out) => {
@@ -171,45 +212,30 @@ pub(super) async fn drive(ctx: Rc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
                     queue_reply(&ctx, out);
                     continue;
                 }
-                let request_id = match &out.kind {
-                    OutKind::Request { id, .. } => Some(id.clone()),
-                    _ => None,
-                };
-                let token = ctx.next_token.get();
-                ctx.next_token.set(token + 1);
-                let c = ctx.clone();
-                let h = tokio::task::spawn_local(async move {
-                    let id = match &out.kind {
-                        OutKind::Request { id, .. } => Some(id.clone()),
-                        _ => None,
-                    };
-                    post(&c, out).await;
-                    if let Some(id) = id {
-                        c.remove_worker(&id, token);
+                if let Err(out) = ctx.start_worker(out) {
+                    if let Some(ack) = out.ack {
+                        let _ = ack.send(Err(TransportError::Closed(
+                            "the connection was closed".into(),
+                        )));
                     }
-                });
-                if let Some(id) = request_id {
-                    ctx.workers.borrow_mut().insert(id, (token, h));
                 }
             }
             Cmd::Abort(id) => {
-                let w = ctx.workers.borrow_mut().remove(&id);
+                let w = lock(&ctx.workers).remove(&id);
                 if let Some((_, h)) = w {
                     tracing::debug!(%id, "request aborted: its stream is closed");
                     h.abort();
                 }
-            }
-            Cmd::Negotiated(pv) => {
-                *ctx.protocol.borrow_mut() = Some(pv);
             }
             Cmd::Listen => start_listener(&ctx),
             Cmd::Close => break,
         }
     }
     shutdown(&ctx).await;
+    forget_here(ctx.number);
 }
 
-async fn shutdown(ctx: &Rc<Ctx>) {
+async fn shutdown(ctx: &Arc<Ctx>) {
     // However it ends, a close counted by `HttpTransport::close` is settled here.
     struct Settle<'a>(&'a Ctx);
     impl Drop for Settle<'_> {
@@ -221,16 +247,17 @@ async fn shutdown(ctx: &Rc<Ctx>) {
     }
     let _settle = Settle(ctx);
     ctx.shared.close_with("the connection was closed");
-    if let Some(h) = ctx.listener.borrow_mut().take() {
+    let listener = lock(&ctx.listener).take();
+    if let Some(h) = listener {
         h.abort();
     }
     ctx.shared.set_listen(ListenState::Closed);
-    ctx.replies.borrow_mut().clear();
-    let workers: Vec<_> = ctx.workers.borrow_mut().drain().collect();
+    lock(&ctx.replies).clear();
+    let workers: Vec<_> = lock(&ctx.workers).drain().collect();
     for (_, (_, h)) in workers {
         h.abort();
     }
-    if ctx.ended.get() {
+    if ctx.ended.load(Ordering::Acquire) {
         return;
     }
     let Some(session) = ctx.shared.session() else {

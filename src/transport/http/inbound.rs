@@ -125,7 +125,7 @@ impl Ctx {
         let is_awaited =
             matches!((&msg, awaited), (Message::Response { id, .. }, Some(a)) if id == a);
         if let Some(k) = key {
-            if !self.seen.borrow_mut().insert(k) {
+            if !super::driver::lock(&self.seen).insert(k) {
                 self.shared
                     .stats
                     .duplicates_dropped
@@ -143,7 +143,7 @@ impl Ctx {
         self.deliver(Inbound::Message(msg));
         if let Some(id) = other_response {
             // Its answer came on another stream (a replay): its own worker can stop.
-            let w = self.workers.borrow_mut().remove(&id);
+            let w = super::driver::lock(&self.workers).remove(&id);
             if let Some((_, h)) = w {
                 h.abort();
             }
@@ -153,7 +153,7 @@ impl Ctx {
 
     /// The rate limit on the server's requests: true to answer this one.
     fn admit_request(&self) -> bool {
-        let admit = self.limiter.borrow_mut().admit();
+        let admit = super::driver::lock(&self.limiter).admit();
         match admit {
             Admit::Deliver => true,
             Admit::Drop => {

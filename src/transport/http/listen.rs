@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The listening stream's schedule with this transport's options.
@@ -71,7 +72,7 @@ where
     }
 }
 
-pub(super) fn start_listener(ctx: &Rc<Ctx>) {
+pub(super) fn start_listener(ctx: &Arc<Ctx>) {
     if ctx.shared.closed.load(Ordering::Acquire) {
         return;
     }
@@ -79,7 +80,7 @@ pub(super) fn start_listener(ctx: &Rc<Ctx>) {
         tracing::debug!("no listening stream outside a 2025-11-25-era session");
         return;
     }
-    if ctx.listener.borrow().is_some() {
+    if super::driver::lock(&ctx.listener).is_some() {
         return; // one per connection, for its life
     }
     ctx.shared.set_listen(ListenState::Opening);
@@ -115,11 +116,11 @@ pub(super) fn start_listener(ctx: &Rc<Ctx>) {
             }
         }
     });
-    *ctx.listener.borrow_mut() = Some(h);
+    *super::driver::lock(&ctx.listener) = Some(h);
 }
 
 async fn listen_attempt(
-    ctx: Rc<Ctx>,
+    ctx: Arc<Ctx>,
     state: Rc<RefCell<(Option<String>, Option<Duration>)>>,
 ) -> ListenAttempt {
     let last = state.borrow().0.clone();

@@ -3,12 +3,17 @@
 //! `Last-Event-ID` and the listening GET stream (2025-11-25 era only), and cancellation by
 //! closing a request's stream (how a 2026-07-28 server is told to stop).
 //!
-//! Shape: awc's `Client` is not `Send`, so everything that touches it runs as local tasks on
-//! the arbiter's thread that called [`HttpTransport::start`]: a *driver* owns the state and
-//! the client, and spawns one *worker* per message and at most one *listener* (the GET
-//! stream). [`HttpTransport`] itself is `Send + Sync`: it forwards commands to the driver over
-//! a channel, so the client core may call it from anywhere. Order is kept: `negotiated`,
-//! then `notifications/initialized`, then requests.
+//! Shape: awc's `Client` is not `Send`, so every thread that POSTs uses a client of its own
+//! (`clients`), and a request's *worker* is a local task of the thread that spawned it. A
+//! *driver*, a local task on the arbiter's thread that called [`HttpTransport::start`], owns
+//! the state (`Ctx`, `Send + Sync`) and spawns one worker per message and at most one
+//! *listener* (the GET stream). [`HttpTransport`] itself is `Send + Sync`: it forwards
+//! messages to the driver over a channel, so the client core may call it from anywhere;
+//! but a request sent by a task wrapped in [`posts_here`] (a direct call on an API worker)
+//! gets its worker on that task's thread, so that its POST and its answer cross no thread.
+//! Order is kept: the version is set by `negotiated` before anything later is sent, then
+//! `notifications/initialized` and the other notifications and answers go in order through
+//! the driver.
 //!
 //! What reaches the client core ([`Inbound`]):
 //! - every message read on any stream, except replays already handled (a bounded set of seen
@@ -37,6 +42,7 @@
 //!   options, statistics and the state shared with the driver; it must not touch awc (the
 //!   handle only sends commands to the driver);
 //! - `driver`: the driver's state (`Ctx`), its command loop and shutdown;
+//! - `clients`: each thread's awc client of a transport;
 //! - `inbound`: what is handed to the client core (replays dropped: the seen-set);
 //! - `post`: one POST and its JSON or SSE reply;
 //! - `stream`: reading one SSE stream and opening a GET stream;
@@ -45,6 +51,7 @@
 //! - `session`: the session id, refusals, and how failures become errors;
 //! - `tests`: the transport against a scripted HTTP/1.1 server.
 
+mod clients;
 mod driver;
 mod inbound;
 mod listen;
@@ -62,7 +69,7 @@ pub use resume::resume_wait;
 pub use session::mentions_invalid_session;
 
 use super::gate::RequestLimiter;
-use super::{DpopProver, InboundSink, Outbound, Transport, TransportError, TransportKind};
+use super::{DpopProver, InboundSink, OutKind, Outbound, Transport, TransportError, TransportKind};
 use crate::protocol::era::ProtocolVersion;
 use crate::protocol::jsonrpc::{RequestId, MAX_MESSAGE_BYTES};
 use crate::store::settings::Secret;
@@ -71,10 +78,9 @@ use awc::http::Uri;
 use driver::{drive, Ctx};
 use inbound::Seen;
 use replies::Replies;
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -97,7 +103,9 @@ pub struct HttpSpec {
 pub struct HttpOptions {
     /// TCP connect (including name resolution) and, separately, the TLS handshake.
     pub connect_timeout: Duration,
-    /// Simultaneous connections to the server (each open SSE stream holds one).
+    /// Simultaneous connections to the server from one thread (each open SSE stream holds
+    /// one): the driver's arbiter and each API worker that POSTs directly has its own pool
+    /// (`clients`).
     pub max_connections: usize,
     /// An idle pooled connection is dropped after this (below the usual 5 s of Node and
     /// uvicorn, so a reused connection is rarely one the server is closing).
@@ -137,6 +145,8 @@ impl Default for HttpOptions {
 #[derive(Debug, Default)]
 pub struct HttpStats {
     pub posts: AtomicU64,
+    /// Requests POSTed from the thread that sent them, not the driver's (`posts_here`).
+    pub posts_here: AtomicU64,
     pub gets: AtomicU64,
     pub resumptions: AtomicU64,
     pub duplicates_dropped: AtomicU64,
@@ -223,7 +233,6 @@ pub async fn closing_settled(limit: std::time::Duration) -> usize {
 enum Cmd {
     Send(Outbound),
     Abort(RequestId),
-    Negotiated(ProtocolVersion),
     Listen,
     Close,
 }
@@ -321,7 +330,39 @@ fn asks_for_dpop_nonce(headers: &awc::http::header::HeaderMap) -> bool {
 pub struct HttpTransport {
     tx: mpsc::UnboundedSender<Cmd>,
     shared: Arc<Shared>,
+    /// The driver's state, while the driver runs (it holds it; the handle must not, or the
+    /// client core's sink inside it would keep the client that holds this handle alive).
+    ctx: Weak<Ctx>,
     done: watch::Receiver<bool>,
+}
+
+thread_local! {
+    /// Set while this thread polls a task that may POST from here (see [`posts_here`]).
+    static POSTS_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `f`, a task of this thread's `LocalSet`, whose requests to HTTP servers are POSTed from
+/// this thread: while it is polled, [`Transport::send`] of an [`HttpTransport`] spawns the
+/// request's worker here, with this thread's awc client for that server (`clients`), instead
+/// of handing it to the driver on the connection's arbiter. So the request and its answer
+/// cross no thread: the API worker that read a call writes the POST, reads the server's
+/// answer and writes the API's. Only requests, and only once the version is negotiated;
+/// notifications, our answers to the server's requests and the listening stream stay with the
+/// driver (they keep their order there). Must only wrap a task spawned with
+/// `tokio::task::spawn_local` (a worker is spawned the same way).
+pub async fn posts_here<F: std::future::Future>(f: F) -> F::Output {
+    struct Here(bool);
+    impl Drop for Here {
+        fn drop(&mut self) {
+            POSTS_HERE.with(|p| p.set(self.0));
+        }
+    }
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| {
+        let _back = Here(POSTS_HERE.with(|p| p.replace(true)));
+        f.as_mut().poll(cx)
+    })
+    .await
 }
 
 impl HttpTransport {
@@ -362,20 +403,13 @@ impl HttpTransport {
             }
         }
         let stats = HttpStats::default();
-        let connector = awc::Connector::new()
-            .connector(super::tcp::PromptAckConnector::new(
-                stats.prompt_acks.clone(),
-            ))
-            .rustls_0_23(spec.tls.clone())
-            .timeout(opts.connect_timeout)
-            .handshake_timeout(opts.connect_timeout)
-            .limit(opts.max_connections)
-            .conn_keep_alive(opts.keep_alive);
-        let client = awc::Client::builder()
-            .connector(connector)
-            .disable_timeout()
-            .disable_redirects()
-            .finish();
+        let recipe = clients::ClientRecipe {
+            tls: spec.tls.clone(),
+            connect_timeout: opts.connect_timeout,
+            max_connections: opts.max_connections,
+            keep_alive: opts.keep_alive,
+            prompt_acks: stats.prompt_acks.clone(),
+        };
         let shared = Arc::new(Shared {
             closed: AtomicBool::new(false),
             closing: AtomicBool::new(false),
@@ -389,28 +423,35 @@ impl HttpTransport {
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let (done_tx, done) = watch::channel(false);
-        let ctx = Rc::new(Ctx {
-            client,
+        let ctx = Arc::new(Ctx {
+            number: clients::next_transport_number(),
+            recipe,
             uri,
             headers,
             secrets,
             sink,
             opts,
             shared: shared.clone(),
-            protocol: RefCell::new(None),
-            workers: RefCell::new(Default::default()),
-            next_token: Cell::new(0),
-            listener: RefCell::new(None),
-            seen: RefCell::new(Seen::default()),
-            limiter: RefCell::new(RequestLimiter::default()),
-            replies: RefCell::new(Replies::default()),
-            ended: Cell::new(false),
+            protocol: Mutex::new(None),
+            workers: Mutex::new(Default::default()),
+            next_token: AtomicU64::new(0),
+            listener: Mutex::new(None),
+            seen: Mutex::new(Seen::default()),
+            limiter: Mutex::new(RequestLimiter::default()),
+            replies: Mutex::new(Replies::default()),
+            ended: AtomicBool::new(false),
         });
+        let weak = Arc::downgrade(&ctx);
         tokio::task::spawn_local(async move {
             drive(ctx, rx).await;
             let _ = done_tx.send(true);
         });
-        Ok(Arc::new(HttpTransport { tx, shared, done }))
+        Ok(Arc::new(HttpTransport {
+            tx,
+            shared,
+            ctx: weak,
+            done,
+        }))
     }
 
     /// The OAuth access token (the bare token, without `Bearer `) every later request
@@ -524,6 +565,19 @@ impl Transport for HttpTransport {
                 msg.body.len()
             )));
         }
+        // A request of a task that POSTs from its own thread (`posts_here`).
+        let msg = match (POSTS_HERE.with(Cell::get), &msg.kind, self.ctx.upgrade()) {
+            (true, OutKind::Request { .. }, Some(ctx)) if driver::lock(&ctx.protocol).is_some() => {
+                match ctx.start_worker(msg) {
+                    Ok(()) => {
+                        ctx.shared.stats.posts_here.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    Err(_) => return Err(self.closed_error()),
+                }
+            }
+            _ => msg,
+        };
         self.tx
             .send(Cmd::Send(msg))
             .map_err(|_| self.closed_error())
@@ -534,7 +588,11 @@ impl Transport for HttpTransport {
     }
 
     fn negotiated(&self, version: &ProtocolVersion) {
-        let _ = self.tx.send(Cmd::Negotiated(version.clone()));
+        // Set here, not through the driver: every message handed over from now on carries
+        // it, on whichever thread it is POSTed.
+        if let Some(ctx) = self.ctx.upgrade() {
+            *driver::lock(&ctx.protocol) = Some(version.clone());
+        }
     }
 
     fn open_listen_stream(&self) {

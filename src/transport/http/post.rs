@@ -16,13 +16,13 @@ use awc::error::{PayloadError, SendRequestError};
 use awc::http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use awc::http::{Method, StatusCode};
 use futures_util::StreamExt;
-use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 const ACCEPT_POST: &str = "application/json, text/event-stream";
 
 /// One worker: POST one message and see it through.
-pub(super) async fn post(ctx: &Rc<Ctx>, out: Outbound) {
+pub(super) async fn post(ctx: &Arc<Ctx>, out: Outbound) {
     let Outbound {
         kind,
         body,
@@ -92,7 +92,7 @@ async fn accepted(
 
 /// A request's POST: Ok when its response (or error response) was delivered.
 async fn request_outcome(
-    ctx: &Rc<Ctx>,
+    ctx: &Arc<Ctx>,
     id: &RequestId,
     method: &str,
     res: Result<awc::ClientResponse, SendRequestError>,
@@ -171,7 +171,7 @@ async fn read_body(
 }
 
 async fn read_json_reply(
-    ctx: &Rc<Ctx>,
+    ctx: &Arc<Ctx>,
     id: &RequestId,
     mut resp: awc::ClientResponse,
 ) -> Result<(), TransportError> {

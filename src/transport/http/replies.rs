@@ -11,8 +11,8 @@ use super::driver::Ctx;
 use super::post::post;
 use crate::transport::{Outbound, TransportError};
 use std::collections::VecDeque;
-use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Answer POSTs running at once on one connection.
 pub const MAX_REPLY_POSTS: usize = 16;
@@ -44,9 +44,9 @@ impl Replies {
 }
 
 /// Queue one answer, starting a worker when fewer than [`MAX_REPLY_POSTS`] run.
-pub(super) fn queue_reply(ctx: &Rc<Ctx>, out: Outbound) {
+pub(super) fn queue_reply(ctx: &Arc<Ctx>, out: Outbound) {
     let start = {
-        let mut r = ctx.replies.borrow_mut();
+        let mut r = super::driver::lock(&ctx.replies);
         if r.queue.len() >= MAX_QUEUED_REPLIES || r.bytes + out.body.len() > MAX_QUEUED_REPLY_BYTES
         {
             drop(r);
@@ -84,10 +84,10 @@ pub(super) fn queue_reply(ctx: &Rc<Ctx>, out: Outbound) {
 }
 
 /// Post queued answers one after another until none is left.
-async fn reply_worker(ctx: Rc<Ctx>) {
+async fn reply_worker(ctx: Arc<Ctx>) {
     loop {
         let next = {
-            let mut r = ctx.replies.borrow_mut();
+            let mut r = super::driver::lock(&ctx.replies);
             let next = r.pop();
             if next.is_none() {
                 r.posting -= 1;

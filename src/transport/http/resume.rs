@@ -10,8 +10,8 @@ use super::driver::Ctx;
 use super::stream::{drain, open_get, read_stream, GetOpen, StreamEnd};
 use crate::protocol::jsonrpc::RequestId;
 use crate::transport::TransportError;
-use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The wait before a resumption GET: the stream's `retry`, else the default, at most the cap.
@@ -23,7 +23,7 @@ pub fn resume_wait(retry: Option<Duration>, default: Duration, cap: Duration) ->
 
 /// Read a request's SSE stream, and resume it (2025-11-25 era) until its response arrives.
 pub(super) async fn read_request_stream(
-    ctx: &Rc<Ctx>,
+    ctx: &Arc<Ctx>,
     id: &RequestId,
     mut resp: awc::ClientResponse,
 ) -> Result<(), TransportError> {

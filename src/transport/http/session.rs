@@ -70,18 +70,18 @@ impl Ctx {
 
     /// The server ended the session: tell the client core once, stop everything.
     pub(super) fn end_session(&self, status: u16) {
-        if self.ended.replace(true) {
+        if self.ended.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return;
         }
         tracing::info!(status, "the server ended the MCP session");
         self.shared
             .close_with(&format!("the server ended the session (HTTP {status})"));
-        if let Some(h) = self.listener.borrow_mut().take() {
+        if let Some(h) = super::driver::lock(&self.listener).take() {
             h.abort();
         }
         self.shared.set_listen(ListenState::Closed);
         self.deliver(Inbound::Closed(TransportError::SessionExpired(status)));
-        let workers: Vec<_> = self.workers.borrow_mut().drain().collect();
+        let workers: Vec<_> = super::driver::lock(&self.workers).drain().collect();
         for (_, (_, h)) in workers {
             h.abort();
         }

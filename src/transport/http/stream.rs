@@ -15,8 +15,8 @@ use crate::transport::TransportError;
 use awc::http::header::ACCEPT;
 use awc::http::Method;
 use futures_util::StreamExt;
-use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long, and how much, a stream is read after its answer, to reuse its connection.
@@ -54,7 +54,7 @@ pub(super) async fn drain(resp: &mut awc::ClientResponse) {
 
 /// Read one SSE stream to its end, delivering what it brings.
 pub(super) async fn read_stream(
-    ctx: &Rc<Ctx>,
+    ctx: &Arc<Ctx>,
     resp: &mut awc::ClientResponse,
     awaited: Option<&RequestId>,
     last_id: &mut Option<String>,
@@ -123,7 +123,7 @@ pub(super) async fn read_stream(
                     heard = true;
                     if let Some(eid) = ev.id.as_deref().filter(|s| !s.is_empty()) {
                         *last_id = Some(eid.to_owned());
-                        if !ctx.seen.borrow_mut().insert(SeenKey::event(eid)) {
+                        if !super::driver::lock(&ctx.seen).insert(SeenKey::event(eid)) {
                             ctx.shared
                                 .stats
                                 .duplicates_dropped

@@ -1500,3 +1500,251 @@ fn a_dpop_nonce_is_kept_only_within_its_bound() {
         assert!(!usable_nonce(bad), "{bad:?}");
     }
 }
+
+// ---- requests POSTed from another thread (`posts_here`) ----------------------------------
+
+/// Runs `f` on a thread of its own with an actix `System`, as an API worker has: as a local
+/// task, wrapped in [`posts_here`] when `here`. That thread goes on running what `f` spawned
+/// until `stop` fires, then answers `f`'s value and how many awc clients it held.
+fn another_thread<T, F, Fut>(
+    here: bool,
+    f: F,
+    stop: oneshot::Receiver<()>,
+) -> oneshot::Receiver<(T, usize)>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    std::thread::spawn(move || {
+        actix_rt::System::new().block_on(async move {
+            let v = if here {
+                tokio::task::spawn_local(posts_here(f())).await
+            } else {
+                tokio::task::spawn_local(f()).await
+            }
+            .expect("the task on the other thread");
+            let _ = stop.await;
+            let _ = tx.send((v, clients::held_here()));
+        });
+    });
+    rx
+}
+
+fn posted_here(t: &HttpTransport) -> u64 {
+    t.stats().posts_here.load(Ordering::Relaxed)
+}
+
+fn notification(method: &str) -> Outbound {
+    Outbound {
+        kind: OutKind::Notification {
+            method: method.into(),
+        },
+        body: notification_bytes(method, None),
+        headers: Vec::new(),
+        ack: None,
+    }
+}
+
+#[actix_rt::test]
+async fn a_request_from_a_task_that_posts_here_is_posted_by_its_own_thread() {
+    let (url, log) = serve(session_server(|_, _| None)).await;
+    let (t, mut rx) = start(&url, fast(), vec![("X-Key", "key-123456")]);
+    // Before the version is negotiated, even such a task hands its request to the driver.
+    let (stop, stopped) = oneshot::channel();
+    let t1 = t.clone();
+    let there = another_thread(
+        true,
+        move || async move { request(&t1, 1, "initialize") },
+        stopped,
+    );
+    expect_result(next(&mut rx).await, 1);
+    let _ = stop.send(());
+    assert_eq!(there.await.unwrap().1, 0, "no client was built there");
+    assert_eq!(posted_here(&t), 0);
+    t.negotiated(&legacy());
+    notify(&t, "notifications/initialized").await.unwrap();
+
+    // Then its request is POSTed from its thread, with a client of that thread's own; a
+    // notification sent from there still goes through the driver.
+    let (stop, stopped) = oneshot::channel();
+    let t2 = t.clone();
+    let there = another_thread(
+        true,
+        move || async move {
+            request(&t2, 2, "tools/call");
+            t2.send(notification("notifications/progress")).unwrap();
+        },
+        stopped,
+    );
+    assert_eq!(expect_result(next(&mut rx).await, 2), json!({"ok": true}));
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !log
+            .reqs()
+            .iter()
+            .any(|r| r.rpc_method() == "notifications/progress")
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the notification was POSTed");
+    let _ = stop.send(());
+    assert_eq!(
+        there.await.unwrap().1,
+        1,
+        "that thread built its own client"
+    );
+    assert_eq!(posted_here(&t), 1, "the request only");
+    let call = log
+        .reqs()
+        .into_iter()
+        .find(|r| r.rpc_method() == "tools/call")
+        .expect("the call reached the server");
+    assert_eq!(call.header("mcp-session-id"), Some("sess-1"));
+    assert_eq!(call.header("mcp-protocol-version"), Some("2025-11-25"));
+    assert_eq!(call.header("x-key"), Some("key-123456"));
+
+    // A task of that kind that does not post here hands its requests to the driver.
+    let (stop, stopped) = oneshot::channel();
+    let t3 = t.clone();
+    let there = another_thread(
+        false,
+        move || async move { request(&t3, 3, "tools/call") },
+        stopped,
+    );
+    expect_result(next(&mut rx).await, 3);
+    let _ = stop.send(());
+    assert_eq!(there.await.unwrap().1, 0);
+    assert_eq!(posted_here(&t), 1);
+    t.close();
+    tokio::time::timeout(Duration::from_secs(5), t.wait_closed())
+        .await
+        .unwrap();
+    assert_eq!(log.count("DELETE"), 1, "the driver deleted the session");
+}
+
+#[actix_rt::test]
+async fn a_request_posted_from_another_thread_is_aborted_from_the_driver() {
+    let handler: Handler = Arc::new(|_, _| sse_reply(vec![raw("id: 1\ndata:\n\n"), Part::Hold]));
+    let (url, log) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    t.negotiated(&ProtocolVersion::modern());
+    let (stop, stopped) = oneshot::channel();
+    let t2 = t.clone();
+    let there = another_thread(
+        true,
+        move || async move { request(&t2, 9, "tools/call") },
+        stopped,
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(posted_here(&t), 1);
+    assert_eq!(log.hangups.load(Ordering::SeqCst), 0);
+    t.abort(&RequestId::Number(9));
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while log.hangups.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the server saw the stream close");
+    quiet(&mut rx, 100).await;
+    let _ = stop.send(());
+    there.await.unwrap();
+}
+
+#[actix_rt::test]
+async fn a_session_ended_to_a_request_from_another_thread_ends_the_transport() {
+    let handler =
+        session_server(|r, _| (r.rpc_method() == "tools/call").then(|| status_reply(404, "")));
+    let (url, log) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    open_session(&t, &mut rx).await;
+    let (stop, stopped) = oneshot::channel();
+    let t2 = t.clone();
+    let there = another_thread(
+        true,
+        move || async move { request(&t2, 2, "tools/call") },
+        stopped,
+    );
+    assert!(matches!(
+        expect_lost(next(&mut rx).await, 2),
+        TransportError::SessionExpired(404)
+    ));
+    assert!(matches!(
+        next(&mut rx).await,
+        Inbound::Closed(TransportError::SessionExpired(404))
+    ));
+    let _ = stop.send(());
+    there.await.unwrap();
+    assert_eq!(posted_here(&t), 1);
+    // Closed for every thread: a request sent from a task that posts here is refused.
+    let (stop, stopped) = oneshot::channel();
+    let t3 = t.clone();
+    let there = another_thread(
+        true,
+        move || async move {
+            let rid = RequestId::Number(3);
+            t3.send(Outbound {
+                kind: OutKind::Request {
+                    id: rid.clone(),
+                    method: "tools/call".into(),
+                },
+                body: request_bytes(&rid, "tools/call", Some(&json!({}))),
+                headers: Vec::new(),
+                ack: None,
+            })
+        },
+        stopped,
+    );
+    let _ = stop.send(());
+    let (refused, _) = there.await.unwrap();
+    assert!(
+        matches!(refused, Err(TransportError::Closed(_))),
+        "{refused:?}"
+    );
+    assert_eq!(posted_here(&t), 1);
+    // No DELETE for a session the server ended.
+    t.close();
+    tokio::time::timeout(Duration::from_secs(5), t.wait_closed())
+        .await
+        .unwrap();
+    assert_eq!(log.count("DELETE"), 0);
+}
+
+#[actix_rt::test]
+async fn a_thread_drops_the_clients_of_transports_that_closed() {
+    let (url, _) = serve(session_server(|_, _| None)).await;
+    let (a, mut rx_a) = start(&url, fast(), vec![]);
+    let (b, mut rx_b) = start(&url, fast(), vec![]);
+    for (t, rx) in [(&a, &mut rx_a), (&b, &mut rx_b)] {
+        open_session(t, rx).await;
+    }
+    // One thread POSTs for `a`, waits for `a` to close, then POSTs for `b`.
+    let (closed_tx, closed_rx) = oneshot::channel::<()>();
+    let (held_tx, held_rx) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel();
+    let (a2, b2) = (a.clone(), b.clone());
+    let there = another_thread(
+        true,
+        move || async move {
+            request(&a2, 2, "tools/call");
+            let _ = held_tx.send(());
+            let _ = closed_rx.await;
+            request(&b2, 2, "tools/call");
+        },
+        stopped,
+    );
+    expect_result(next(&mut rx_a).await, 2);
+    held_rx.await.unwrap();
+    a.close();
+    tokio::time::timeout(Duration::from_secs(5), a.wait_closed())
+        .await
+        .unwrap();
+    let _ = closed_tx.send(());
+    expect_result(next(&mut rx_b).await, 2);
+    let _ = stop.send(());
+    assert_eq!(there.await.unwrap().1, 1, "`a`'s client was dropped there");
+    assert_eq!((posted_here(&a), posted_here(&b)), (1, 1));
+}
