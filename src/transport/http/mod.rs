@@ -565,19 +565,21 @@ impl Transport for HttpTransport {
                 msg.body.len()
             )));
         }
-        // A request of a task that POSTs from its own thread (`posts_here`).
-        let msg = match (POSTS_HERE.with(Cell::get), &msg.kind, self.ctx.upgrade()) {
-            (true, OutKind::Request { .. }, Some(ctx)) if driver::lock(&ctx.protocol).is_some() => {
-                match ctx.start_worker(msg) {
-                    Ok(()) => {
-                        ctx.shared.stats.posts_here.fetch_add(1, Ordering::Relaxed);
-                        return Ok(());
-                    }
-                    Err(_) => return Err(self.closed_error()),
+        // A request of a task that POSTs from its own thread (`posts_here`), once the version
+        // is negotiated.
+        if POSTS_HERE.with(Cell::get) && matches!(msg.kind, OutKind::Request { .. }) {
+            if let Some(ctx) = self.ctx.upgrade() {
+                if driver::lock(&ctx.protocol).is_some() {
+                    return match ctx.start_worker(msg) {
+                        Ok(()) => {
+                            ctx.shared.stats.posts_here.fetch_add(1, Ordering::Relaxed);
+                            Ok(())
+                        }
+                        Err(_) => Err(self.closed_error()),
+                    };
                 }
             }
-            _ => msg,
-        };
+        }
         self.tx
             .send(Cmd::Send(msg))
             .map_err(|_| self.closed_error())
