@@ -7,7 +7,8 @@
 //! faults for 21 calls).
 //!
 //! The cost is memory kept: at most one large message's allocation per thread that read one
-//! (the transports run on the connection arbiters), never more than
+//! (the connections' arbiters, and the API workers: a stdio reader that moved to its caller,
+//! an HTTP answer POSTed by its caller), never more than
 //! [`crate::protocol::jsonrpc::MAX_MESSAGE_BYTES`] and its growth slack.
 //!
 //! Owns: the thread's spare. Must not touch: anything but `bytes`.
