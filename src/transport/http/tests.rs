@@ -888,14 +888,13 @@ async fn a_modern_stream_is_never_resumed() {
     assert_eq!(log.count("GET"), 0);
 }
 
-#[actix_rt::test]
-async fn abort_closes_the_request_stream() {
-    let handler: Handler = Arc::new(|_, _| sse_reply(vec![raw("id: 1\ndata:\n\n"), Part::Hold]));
-    let (url, log) = serve(handler).await;
-    let (t, mut rx) = start(&url, fast(), vec![]);
-    t.negotiated(&ProtocolVersion::modern());
-    request(&t, 9, "tools/call");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+/// Abort request 9, whose stream the server holds open: the server sees the stream close, and
+/// nothing is delivered.
+async fn abort_9_and_see_its_stream_close(
+    t: &HttpTransport,
+    log: &Log,
+    rx: &mut mpsc::UnboundedReceiver<Inbound>,
+) {
     assert_eq!(log.hangups.load(Ordering::SeqCst), 0);
     t.abort(&RequestId::Number(9));
     tokio::time::timeout(Duration::from_secs(5), async {
@@ -905,7 +904,18 @@ async fn abort_closes_the_request_stream() {
     })
     .await
     .expect("the server saw the stream close");
-    quiet(&mut rx, 100).await;
+    quiet(rx, 100).await;
+}
+
+#[actix_rt::test]
+async fn abort_closes_the_request_stream() {
+    let handler: Handler = Arc::new(|_, _| sse_reply(vec![raw("id: 1\ndata:\n\n"), Part::Hold]));
+    let (url, log) = serve(handler).await;
+    let (t, mut rx) = start(&url, fast(), vec![]);
+    t.negotiated(&ProtocolVersion::modern());
+    request(&t, 9, "tools/call");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    abort_9_and_see_its_stream_close(&t, &log, &mut rx).await;
 }
 
 #[actix_rt::test]
@@ -1547,21 +1557,34 @@ fn notification(method: &str) -> Outbound {
     }
 }
 
+/// Request `id` sent from another thread ([`another_thread`], inside `posts_here` when `here`),
+/// its answer awaited, then that thread stopped: answers how many awc clients it held.
+async fn one_request_from_another_thread(
+    t: &Arc<HttpTransport>,
+    here: bool,
+    id: i64,
+    method: &'static str,
+    rx: &mut mpsc::UnboundedReceiver<Inbound>,
+) -> usize {
+    let (stop, stopped) = oneshot::channel();
+    let t2 = t.clone();
+    let there = another_thread(
+        here,
+        move || async move { request(&t2, id, method) },
+        stopped,
+    );
+    expect_result(next(rx).await, id);
+    let _ = stop.send(());
+    there.await.unwrap().1
+}
+
 #[actix_rt::test]
 async fn a_request_from_a_task_that_posts_here_is_posted_by_its_own_thread() {
     let (url, log) = serve(session_server(|_, _| None)).await;
     let (t, mut rx) = start(&url, fast(), vec![("X-Key", "key-123456")]);
     // Before the version is negotiated, even such a task hands its request to the driver.
-    let (stop, stopped) = oneshot::channel();
-    let t1 = t.clone();
-    let there = another_thread(
-        true,
-        move || async move { request(&t1, 1, "initialize") },
-        stopped,
-    );
-    expect_result(next(&mut rx).await, 1);
-    let _ = stop.send(());
-    assert_eq!(there.await.unwrap().1, 0, "no client was built there");
+    let held = one_request_from_another_thread(&t, true, 1, "initialize", &mut rx).await;
+    assert_eq!(held, 0, "no client was built there");
     assert_eq!(posted_here(&t), 0);
     t.negotiated(&legacy());
     notify(&t, "notifications/initialized").await.unwrap();
@@ -1607,16 +1630,8 @@ async fn a_request_from_a_task_that_posts_here_is_posted_by_its_own_thread() {
     assert_eq!(call.header("x-key"), Some("key-123456"));
 
     // A task of that kind that does not post here hands its requests to the driver.
-    let (stop, stopped) = oneshot::channel();
-    let t3 = t.clone();
-    let there = another_thread(
-        false,
-        move || async move { request(&t3, 3, "tools/call") },
-        stopped,
-    );
-    expect_result(next(&mut rx).await, 3);
-    let _ = stop.send(());
-    assert_eq!(there.await.unwrap().1, 0);
+    let held = one_request_from_another_thread(&t, false, 3, "tools/call", &mut rx).await;
+    assert_eq!(held, 0);
     assert_eq!(posted_here(&t), 1);
     t.close();
     tokio::time::timeout(Duration::from_secs(5), t.wait_closed())
@@ -1640,16 +1655,7 @@ async fn a_request_posted_from_another_thread_is_aborted_from_the_driver() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(posted_here(&t), 1);
-    assert_eq!(log.hangups.load(Ordering::SeqCst), 0);
-    t.abort(&RequestId::Number(9));
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while log.hangups.load(Ordering::SeqCst) == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the server saw the stream close");
-    quiet(&mut rx, 100).await;
+    abort_9_and_see_its_stream_close(&t, &log, &mut rx).await;
     let _ = stop.send(());
     there.await.unwrap();
 }
