@@ -292,3 +292,31 @@ fn an_https_server_is_trusted_through_the_ca_files_of_config_toml() {
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["content"][0]["text"], "Echo: over tls", "{r}");
 }
+
+/// A call to an HTTP server without a token is POSTed by the API worker that read it, with an
+/// awc client that worker keeps for the server (`transport::http::clients`, thread-local): the
+/// daemon still stops cleanly after many such calls from both workers (status 0, no panic
+/// in its log), its clients dropped with their threads.
+#[test]
+fn the_daemon_stops_cleanly_after_calls_its_workers_posted() {
+    let peer = HttpPeer::everything();
+    let mut d = Daemon::start(servers(json!({"ev": {"type": "http", "url": peer.url}})));
+    let (id, view) = d.session(json!({}));
+    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (d, id) = (&d, &id);
+            s.spawn(move || {
+                for i in 0..10 {
+                    let msg = format!("t{t}-{i}");
+                    let (st, r) = d.call(id, "mcp__ev__echo", json!({"message": msg}));
+                    assert_eq!(st, 200, "{r}");
+                    assert_eq!(r["content"][0]["text"], format!("Echo: {msg}"), "{r}");
+                }
+            });
+        }
+    });
+    assert_eq!(d.stop(15), Some(0));
+    let log = std::fs::read_to_string(d.home.path().join("daemon.log")).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+}
