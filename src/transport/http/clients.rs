@@ -5,19 +5,61 @@
 //! thread-local table by transport number. So an HTTP server may see one pool of connections
 //! from each such thread, each at most `max_connections`.
 //!
-//! A transport that closed (or was dropped) leaves its clients behind on the threads that used
-//! it; a thread drops them, and their idle connections, the next time it builds a client for
-//! another transport. The driver's own is dropped when its shutdown ends.
+//! When a transport's driver ends, every thread that built a client for it drops it, and with
+//! it the idle connections of its pool: the driver's own thread at once, the others (API
+//! workers, actix arbiters) through their arbiter's handle, noted when they built it. A thread
+//! on no arbiter (none in the daemon) drops a closed transport's client when it next builds one.
 //!
-//! Owns: the recipe and the table. Must not touch: requests (the driver's `Ctx::request`
-//! makes them with the client found here).
+//! Owns: the recipe, who holds a client, and the table. Must not touch: requests (the driver's
+//! `Ctx::request` makes them with the client found here).
 
+use super::driver::lock;
 use super::Shared;
 use crate::fastmap::FastMap;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+/// The clients of one transport: its number (the key of each thread's table), what they are
+/// made of, and the arbiters of the threads that built one.
+pub(super) struct Clients {
+    number: u64,
+    recipe: ClientRecipe,
+    holders: Mutex<Vec<actix_rt::ArbiterHandle>>,
+}
+
+impl Clients {
+    pub(super) fn new(recipe: ClientRecipe) -> Clients {
+        Clients {
+            number: next_transport_number(),
+            recipe,
+            holders: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// This thread's client, built the first time (its arbiter noted, to drop it later).
+    pub(super) fn here(&self, shared: &Arc<Shared>) -> awc::Client {
+        let (client, built) = client_here(self.number, shared, &self.recipe);
+        if built {
+            if let Some(h) = actix_rt::Arbiter::try_current() {
+                lock(&self.holders).push(h);
+            }
+        }
+        client
+    }
+
+    /// The driver ended: this thread drops its client at once, every other thread that built
+    /// one when its arbiter next runs.
+    pub(super) fn forget_everywhere(&self) {
+        forget_here(self.number);
+        let holders = std::mem::take(&mut *lock(&self.holders));
+        let number = self.number;
+        for h in holders {
+            h.spawn_fn(move || forget_here(number));
+        }
+    }
+}
 
 /// What every thread's client of one transport is made of.
 pub(super) struct ClientRecipe {
@@ -49,7 +91,7 @@ impl ClientRecipe {
 }
 
 /// A number per transport, the key of the tables.
-pub(super) fn next_transport_number() -> u64 {
+fn next_transport_number() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
@@ -61,12 +103,13 @@ thread_local! {
         RefCell::new(FastMap::default());
 }
 
-/// This thread's client for transport `number`, built from `recipe` the first time.
-pub(super) fn client_here(number: u64, shared: &Arc<Shared>, recipe: &ClientRecipe) -> awc::Client {
+/// This thread's client for transport `number`, built from `recipe` the first time (then
+/// `true`).
+fn client_here(number: u64, shared: &Arc<Shared>, recipe: &ClientRecipe) -> (awc::Client, bool) {
     CLIENTS.with(|c| {
         let mut table = c.borrow_mut();
         if let Some((_, client)) = table.get(&number) {
-            return client.clone();
+            return (client.clone(), false);
         }
         // Those of transports that closed go first.
         table.retain(|_, (s, _)| {
@@ -75,12 +118,12 @@ pub(super) fn client_here(number: u64, shared: &Arc<Shared>, recipe: &ClientReci
         });
         let client = recipe.build();
         table.insert(number, (Arc::downgrade(shared), client.clone()));
-        client
+        (client, true)
     })
 }
 
 /// Drop this thread's client for transport `number` (its driver's shutdown ended).
-pub(super) fn forget_here(number: u64) {
+fn forget_here(number: u64) {
     // Taken out first: the client is dropped with the table not borrowed.
     let gone = CLIENTS.with(|c| c.borrow_mut().remove(&number));
     drop(gone);

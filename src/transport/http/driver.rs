@@ -9,7 +9,7 @@
 //! (`post`, `stream`, `resume`, `listen`), nor how messages reach the client core (`inbound`),
 //! nor which awc client a thread uses (`clients`).
 
-use super::clients::{client_here, forget_here, ClientRecipe};
+use super::clients::Clients;
 use super::inbound::Seen;
 use super::listen::start_listener;
 use super::post::post;
@@ -37,9 +37,8 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The driver's state, shared by the driver and the request workers on any thread. No lock is
 /// held across an `await` or while a message is handed to the client core.
 pub(super) struct Ctx {
-    /// The transport's number: the key of each thread's client (`clients`).
-    pub(super) number: u64,
-    pub(super) recipe: ClientRecipe,
+    /// Each thread's awc client for this transport (`clients`).
+    pub(super) clients: Clients,
     pub(super) uri: Uri,
     pub(super) headers: Vec<(HeaderName, HeaderValue)>,
     pub(super) secrets: Vec<String>,
@@ -100,7 +99,7 @@ impl Ctx {
 
     /// A request with the configured headers, the session id and (legacy era) the version.
     pub(super) fn request(&self, method: Method, session: Option<&str>) -> awc::ClientRequest {
-        let client = client_here(self.number, &self.shared, &self.recipe);
+        let client = self.clients.here(&self.shared);
         let mut req = client.request(method.clone(), self.uri.clone());
         for (n, v) in &self.headers {
             req = req.insert_header((n.clone(), v.clone()));
@@ -232,7 +231,7 @@ pub(super) async fn drive(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Cmd>) {
         }
     }
     shutdown(&ctx).await;
-    forget_here(ctx.number);
+    ctx.clients.forget_everywhere();
 }
 
 async fn shutdown(ctx: &Arc<Ctx>) {

@@ -424,8 +424,7 @@ impl HttpTransport {
         let (tx, rx) = mpsc::unbounded_channel();
         let (done_tx, done) = watch::channel(false);
         let ctx = Arc::new(Ctx {
-            number: clients::next_transport_number(),
-            recipe,
+            clients: clients::Clients::new(recipe),
             uri,
             headers,
             secrets,

@@ -1513,10 +1513,12 @@ fn a_dpop_nonce_is_kept_only_within_its_bound() {
 
 // ---- requests POSTed from another thread (`posts_here`) ----------------------------------
 
-/// Runs `f` on a thread of its own with an actix `System`, as an API worker has: as a local
-/// task, wrapped in [`posts_here`] when `here`. That thread goes on running what `f` spawned
-/// until `stop` fires, then answers `f`'s value and how many awc clients it held.
-fn another_thread<T, F, Fut>(
+/// Runs `f` on a thread of its own, with an actix `System` when `arbiter` (as an API worker
+/// has), else on a bare tokio `LocalSet`: as a local task, wrapped in [`posts_here`] when
+/// `here`. That thread goes on running what `f` spawned until `stop` fires, then answers `f`'s
+/// value and how many awc clients it held.
+fn thread_of_its_own<T, F, Fut>(
+    arbiter: bool,
     here: bool,
     f: F,
     stop: oneshot::Receiver<()>,
@@ -1528,7 +1530,7 @@ where
 {
     let (tx, rx) = oneshot::channel();
     std::thread::spawn(move || {
-        actix_rt::System::new().block_on(async move {
+        let run = async move {
             let v = if here {
                 tokio::task::spawn_local(posts_here(f())).await
             } else {
@@ -1537,7 +1539,16 @@ where
             .expect("the task on the other thread");
             let _ = stop.await;
             let _ = tx.send((v, clients::held_here()));
-        });
+        };
+        if arbiter {
+            actix_rt::System::new().block_on(run);
+        } else {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            tokio::task::LocalSet::new().block_on(&rt, run);
+        }
     });
     rx
 }
@@ -1557,7 +1568,7 @@ fn notification(method: &str) -> Outbound {
     }
 }
 
-/// Request `id` sent from another thread ([`another_thread`], inside `posts_here` when `here`),
+/// Request `id` sent from another thread ([`thread_of_its_own`] on an arbiter, inside `posts_here` when `here`),
 /// its answer awaited, then that thread stopped: answers how many awc clients it held.
 async fn one_request_from_another_thread(
     t: &Arc<HttpTransport>,
@@ -1568,7 +1579,8 @@ async fn one_request_from_another_thread(
 ) -> usize {
     let (stop, stopped) = oneshot::channel();
     let t2 = t.clone();
-    let there = another_thread(
+    let there = thread_of_its_own(
+        true,
         here,
         move || async move { request(&t2, id, method) },
         stopped,
@@ -1593,7 +1605,8 @@ async fn a_request_from_a_task_that_posts_here_is_posted_by_its_own_thread() {
     // notification sent from there still goes through the driver.
     let (stop, stopped) = oneshot::channel();
     let t2 = t.clone();
-    let there = another_thread(
+    let there = thread_of_its_own(
+        true,
         true,
         move || async move {
             request(&t2, 2, "tools/call");
@@ -1648,7 +1661,8 @@ async fn a_request_posted_from_another_thread_is_aborted_from_the_driver() {
     t.negotiated(&ProtocolVersion::modern());
     let (stop, stopped) = oneshot::channel();
     let t2 = t.clone();
-    let there = another_thread(
+    let there = thread_of_its_own(
+        true,
         true,
         move || async move { request(&t2, 9, "tools/call") },
         stopped,
@@ -1669,7 +1683,8 @@ async fn a_session_ended_to_a_request_from_another_thread_ends_the_transport() {
     open_session(&t, &mut rx).await;
     let (stop, stopped) = oneshot::channel();
     let t2 = t.clone();
-    let there = another_thread(
+    let there = thread_of_its_own(
+        true,
         true,
         move || async move { request(&t2, 2, "tools/call") },
         stopped,
@@ -1688,7 +1703,8 @@ async fn a_session_ended_to_a_request_from_another_thread_ends_the_transport() {
     // Closed for every thread: a request sent from a task that posts here is refused.
     let (stop, stopped) = oneshot::channel();
     let t3 = t.clone();
-    let there = another_thread(
+    let there = thread_of_its_own(
+        true,
         true,
         move || async move {
             let rid = RequestId::Number(3);
@@ -1719,38 +1735,90 @@ async fn a_session_ended_to_a_request_from_another_thread_ends_the_transport() {
     assert_eq!(log.count("DELETE"), 0);
 }
 
-#[actix_rt::test]
-async fn a_thread_drops_the_clients_of_transports_that_closed() {
+/// What a thread of its own holds when a transport closes between two of its POSTs.
+struct Held {
+    /// Its clients once `a` closed (waiting up to a second for the count to reach 0).
+    after_close: usize,
+    /// Its clients at the end, after it POSTed for `b`.
+    at_end: usize,
+    /// The test's thread's (the drivers' home) once `a` closed.
+    home_after_close: usize,
+}
+
+/// Two transports to one server, their sessions open; a thread of its own (an actix arbiter
+/// when `arbiter`, else a bare `LocalSet`) POSTs for `a`, waits until `a` has closed, counts its
+/// clients, then POSTs for `b`.
+async fn a_transport_closes_between_two_posts(arbiter: bool) -> Held {
     let (url, _) = serve(session_server(|_, _| None)).await;
     let (a, mut rx_a) = start(&url, fast(), vec![]);
     let (b, mut rx_b) = start(&url, fast(), vec![]);
     for (t, rx) in [(&a, &mut rx_a), (&b, &mut rx_b)] {
         open_session(t, rx).await;
     }
-    // One thread POSTs for `a`, waits for `a` to close, then POSTs for `b`.
     let (closed_tx, closed_rx) = oneshot::channel::<()>();
-    let (held_tx, held_rx) = oneshot::channel();
+    let (posted_tx, posted_rx) = oneshot::channel();
     let (stop, stopped) = oneshot::channel();
     let (a2, b2) = (a.clone(), b.clone());
-    let there = another_thread(
+    let there = thread_of_its_own(
+        arbiter,
         true,
         move || async move {
             request(&a2, 2, "tools/call");
-            let _ = held_tx.send(());
+            let _ = posted_tx.send(());
             let _ = closed_rx.await;
+            // An arbiter runs the driver's word between two of this task's polls.
+            let mut held = clients::held_here();
+            for _ in 0..100 {
+                if held == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                held = clients::held_here();
+            }
             request(&b2, 2, "tools/call");
+            held
         },
         stopped,
     );
     expect_result(next(&mut rx_a).await, 2);
-    held_rx.await.unwrap();
+    posted_rx.await.unwrap();
     a.close();
     tokio::time::timeout(Duration::from_secs(5), a.wait_closed())
         .await
         .unwrap();
+    let home_after_close = clients::held_here();
     let _ = closed_tx.send(());
     expect_result(next(&mut rx_b).await, 2);
     let _ = stop.send(());
-    assert_eq!(there.await.unwrap().1, 1, "`a`'s client was dropped there");
+    let (after_close, at_end) = there.await.unwrap();
     assert_eq!((posted_here(&a), posted_here(&b)), (1, 1));
+    Held {
+        after_close,
+        at_end,
+        home_after_close,
+    }
+}
+
+#[actix_rt::test]
+async fn a_thread_drops_its_client_of_a_transport_whose_driver_ended() {
+    let held = a_transport_closes_between_two_posts(true).await;
+    assert_eq!(
+        held.home_after_close, 1,
+        "the drivers' thread dropped `a`'s, keeps `b`'s"
+    );
+    assert_eq!(
+        held.after_close, 0,
+        "the other thread dropped `a`'s client when told"
+    );
+    assert_eq!(held.at_end, 1, "and built one for `b`");
+}
+
+#[actix_rt::test]
+async fn a_thread_on_no_arbiter_drops_the_clients_of_closed_transports_when_it_builds_one() {
+    let held = a_transport_closes_between_two_posts(false).await;
+    assert_eq!(
+        held.after_close, 1,
+        "no arbiter to tell: `a`'s client is still there"
+    );
+    assert_eq!(held.at_end, 1, "dropped when `b`'s was built");
 }
