@@ -138,7 +138,7 @@ struct Link {
     /// The way to the server's stdin; `None` once closed.
     out: Mutex<Option<Out>>,
     /// The thread the writer task runs on: a message sent from it is queued for the task.
-    home: std::thread::ThreadId,
+    home: u64,
     control: Mutex<Option<OwnedFd>>,
     queue: Arc<WriteQueue>,
     /// The server negotiated 2025-03-26, the one version that may send batches.
@@ -399,7 +399,7 @@ impl StdioTransport {
 
         let link = Arc::new(Link {
             out: Mutex::new(Some(Out { queue: tx, direct })),
-            home: std::thread::current().id(),
+            home: reader::thread_number(),
             control: Mutex::new(Some(ctl_write)),
             queue,
             batches: AtomicBool::new(false),
@@ -483,7 +483,7 @@ impl Transport for StdioTransport {
         // only when the writer task has written all it was given (it counts down after its
         // write), and everything that queues does so under this lock.
         if bytes.load(Ordering::Acquire) == 0
-            && std::thread::current().id() != self.link.home
+            && reader::thread_number() != self.link.home
             && (OFF_THREAD.load(Ordering::Relaxed) <= WRITE_HERE_MAX_IN_FLIGHT
                 || self.link.place.reads_here())
         {

@@ -49,7 +49,7 @@ const READ_FIRST: usize = 8 * 1024;
 const READ_MOST: usize = 64 * 1024;
 
 /// A small number for each thread, for [`Place`] to compare (0 is no thread).
-fn thread_number() -> u64 {
+pub(super) fn thread_number() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
         static HERE: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
