@@ -120,18 +120,6 @@ impl Direct {
                 .client
                 .request_text_params("tools/call", Some(params), d.call_timeout, &headers)
                 .await;
-            let r = match r {
-                // A server without a token that refuses a call: the words of the actor's path.
-                Err(RpcError::NotSent(TransportError::Status {
-                    status: 401 | 403, ..
-                })) if d.kind == TransportKind::Http => {
-                    return Err(CallError::NeedsSignIn {
-                        server: d.server.to_string(),
-                        reason: "the server needs the user to sign in".into(),
-                    })
-                }
-                r => r,
-            };
             let (answer, drop_client) = call_outcome(r, &d.client, || d.server.to_string());
             if drop_client {
                 d.retire(&shared);

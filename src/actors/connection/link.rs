@@ -154,13 +154,11 @@ impl Link {
     /// HTTP one that carries no OAuth token (a call with one may need it refreshed first, and
     /// a refusal refreshed and sent again: the actor does both).
     fn publish(&self, client: &McpClient) {
-        let kind = client.transport_kind();
-        let direct = match kind {
-            Some(TransportKind::Stdio) => true,
-            Some(TransportKind::Http) => self.bearer.borrow().is_none(),
-            None => false,
+        let kind = match client.transport_kind() {
+            Some(TransportKind::Http) if self.bearer.borrow().is_some() => None,
+            kind => kind,
         };
-        if let (true, Some(kind)) = (direct && !self.shared.is_closed(), kind) {
+        if let (Some(kind), false) = (kind, self.shared.is_closed()) {
             self.shared.publish(Direct::new(
                 client.clone(),
                 kind,
@@ -591,14 +589,14 @@ pub(super) fn call_outcome(
             }),
             false,
         ),
-        Err(RpcError::NotSent(
-            e @ TransportError::Status {
-                status: 401 | 403, ..
-            },
-        )) => (
+        // Refused unrun, with no token to refresh: the actor's calls settle a refusal before
+        // this (a refresh, or the same words), so only a direct call (no token) comes here.
+        Err(RpcError::NotSent(TransportError::Status {
+            status: 401 | 403, ..
+        })) => (
             Err(CallError::NeedsSignIn {
                 server: server(),
-                reason: e.to_string(),
+                reason: "the server needs the user to sign in".into(),
             }),
             false,
         ),

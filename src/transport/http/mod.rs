@@ -566,18 +566,20 @@ impl Transport for HttpTransport {
         }
         // A request of a task that POSTs from its own thread (`posts_here`), once the version
         // is negotiated.
-        if POSTS_HERE.with(Cell::get) && matches!(msg.kind, OutKind::Request { .. }) {
-            if let Some(ctx) = self.ctx.upgrade() {
-                if driver::lock(&ctx.protocol).is_some() {
-                    return match ctx.start_worker(msg) {
-                        Ok(()) => {
-                            ctx.shared.stats.posts_here.fetch_add(1, Ordering::Relaxed);
-                            Ok(())
-                        }
-                        Err(_) => Err(self.closed_error()),
-                    };
+        let here = POSTS_HERE.with(Cell::get) && matches!(msg.kind, OutKind::Request { .. });
+        let negotiated = |ctx: &Arc<Ctx>| driver::lock(&ctx.protocol).is_some();
+        if let Some(ctx) = here
+            .then(|| self.ctx.upgrade())
+            .flatten()
+            .filter(negotiated)
+        {
+            return match ctx.start_worker(msg) {
+                Ok(()) => {
+                    ctx.shared.stats.posts_here.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
                 }
-            }
+                Err(_) => Err(self.closed_error()),
+            };
         }
         self.tx
             .send(Cmd::Send(msg))

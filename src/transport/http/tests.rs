@@ -907,12 +907,20 @@ async fn abort_9_and_see_its_stream_close(
     quiet(rx, 100).await;
 }
 
-#[actix_rt::test]
-async fn abort_closes_the_request_stream() {
+/// A modern-era transport to a server that answers every POST with an SSE stream it holds open
+/// after one event.
+async fn a_server_that_holds_its_streams(
+) -> (Arc<HttpTransport>, mpsc::UnboundedReceiver<Inbound>, Log) {
     let handler: Handler = Arc::new(|_, _| sse_reply(vec![raw("id: 1\ndata:\n\n"), Part::Hold]));
     let (url, log) = serve(handler).await;
-    let (t, mut rx) = start(&url, fast(), vec![]);
+    let (t, rx) = start(&url, fast(), vec![]);
     t.negotiated(&ProtocolVersion::modern());
+    (t, rx, log)
+}
+
+#[actix_rt::test]
+async fn abort_closes_the_request_stream() {
+    let (t, mut rx, log) = a_server_that_holds_its_streams().await;
     request(&t, 9, "tools/call");
     tokio::time::sleep(Duration::from_millis(100)).await;
     abort_9_and_see_its_stream_close(&t, &log, &mut rx).await;
@@ -1568,6 +1576,25 @@ fn notification(method: &str) -> Outbound {
     }
 }
 
+/// A thread of its own on an arbiter (inside `posts_here` when `here`) that sends request
+/// `id` and runs on until the answered sender fires; answers that sender and the thread's end.
+fn request_on_its_own_thread(
+    t: &Arc<HttpTransport>,
+    here: bool,
+    id: i64,
+    method: &'static str,
+) -> (oneshot::Sender<()>, oneshot::Receiver<((), usize)>) {
+    let (stop, stopped) = oneshot::channel();
+    let t2 = t.clone();
+    let there = thread_of_its_own(
+        true,
+        here,
+        move || async move { request(&t2, id, method) },
+        stopped,
+    );
+    (stop, there)
+}
+
 /// Request `id` sent from another thread ([`thread_of_its_own`] on an arbiter, inside `posts_here` when `here`),
 /// its answer awaited, then that thread stopped: answers how many awc clients it held.
 async fn one_request_from_another_thread(
@@ -1577,14 +1604,7 @@ async fn one_request_from_another_thread(
     method: &'static str,
     rx: &mut mpsc::UnboundedReceiver<Inbound>,
 ) -> usize {
-    let (stop, stopped) = oneshot::channel();
-    let t2 = t.clone();
-    let there = thread_of_its_own(
-        true,
-        here,
-        move || async move { request(&t2, id, method) },
-        stopped,
-    );
+    let (stop, there) = request_on_its_own_thread(t, here, id, method);
     expect_result(next(rx).await, id);
     let _ = stop.send(());
     there.await.unwrap().1
@@ -1655,18 +1675,8 @@ async fn a_request_from_a_task_that_posts_here_is_posted_by_its_own_thread() {
 
 #[actix_rt::test]
 async fn a_request_posted_from_another_thread_is_aborted_from_the_driver() {
-    let handler: Handler = Arc::new(|_, _| sse_reply(vec![raw("id: 1\ndata:\n\n"), Part::Hold]));
-    let (url, log) = serve(handler).await;
-    let (t, mut rx) = start(&url, fast(), vec![]);
-    t.negotiated(&ProtocolVersion::modern());
-    let (stop, stopped) = oneshot::channel();
-    let t2 = t.clone();
-    let there = thread_of_its_own(
-        true,
-        true,
-        move || async move { request(&t2, 9, "tools/call") },
-        stopped,
-    );
+    let (t, mut rx, log) = a_server_that_holds_its_streams().await;
+    let (stop, there) = request_on_its_own_thread(&t, true, 9, "tools/call");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(posted_here(&t), 1);
     abort_9_and_see_its_stream_close(&t, &log, &mut rx).await;
@@ -1681,14 +1691,7 @@ async fn a_session_ended_to_a_request_from_another_thread_ends_the_transport() {
     let (url, log) = serve(handler).await;
     let (t, mut rx) = start(&url, fast(), vec![]);
     open_session(&t, &mut rx).await;
-    let (stop, stopped) = oneshot::channel();
-    let t2 = t.clone();
-    let there = thread_of_its_own(
-        true,
-        true,
-        move || async move { request(&t2, 2, "tools/call") },
-        stopped,
-    );
+    let (stop, there) = request_on_its_own_thread(&t, true, 2, "tools/call");
     assert!(matches!(
         expect_lost(next(&mut rx).await, 2),
         TransportError::SessionExpired(404)
