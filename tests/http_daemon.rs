@@ -320,3 +320,34 @@ fn the_daemon_stops_cleanly_after_calls_its_workers_posted() {
     let log = std::fs::read_to_string(d.home.path().join("daemon.log")).unwrap_or_default();
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// A server with no token configured that refuses a call (401 or 403, with a Bearer challenge)
+/// refused it unrun: the call answers `needs_sign_in` (not run), the same words whichever way the
+/// call went (POSTed by the API worker or through the connection's actor), and the connection
+/// lives on for the next call, on the same session.
+#[test]
+fn a_call_refused_with_401_or_403_by_a_server_without_a_token_asks_for_a_sign_in() {
+    let (fx, log) = http_faults(&[]);
+    let d = Daemon::start(servers(json!({"f": {"type": "http", "url": fx.url}})));
+    let (id, view) = d.session(json!({}));
+    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    for message in ["before", "sign-in-401", "between", "sign-in-403", "after"] {
+        let (st, r) = d.call(&id, "mcp__f__echo", json!({ "message": message }));
+        if message.starts_with("sign-in") {
+            assert_eq!(st, 503, "{message}: {r}");
+            assert_eq!(r["error"]["code"], "needs_sign_in", "{message}: {r}");
+            assert_eq!(r["outcome"], "not_run", "{message}: {r}");
+            let text = r["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                text.ends_with("(the server needs the user to sign in)"),
+                "{message}: {r}"
+            );
+        } else {
+            assert_eq!(st, 200, "{message}: {r}");
+            assert_eq!(r["content"][0]["text"], format!("Echo: {message}"), "{r}");
+        }
+    }
+    let reqs = logged(&log);
+    let inits = reqs.iter().filter(|r| r["rpc"] == "initialize").count();
+    assert_eq!(inits, 1, "one session throughout: {reqs:?}");
+}
