@@ -18,6 +18,7 @@
 //!
 //! Owns: the check's state. Must not touch: anything but the bytes it is given.
 
+use super::scan::plain_len;
 use std::ops::Range;
 
 /// The size from which a message is checked as it arrives.
@@ -535,29 +536,6 @@ fn utf8_lead(b: u8) -> Option<St> {
         _ => return None,
     };
     Some(St::Cont { lo, hi, more })
-}
-
-/// How many bytes at the start of `s` a string holds as they are: printable ASCII other than
-/// a quote and a backslash. A block of 32 bytes is tested as one (a loop without an early
-/// exit, which the compiler makes vector compares of); the block that holds a stop is read a
-/// byte at a time.
-fn plain_len(s: &[u8]) -> usize {
-    let plain = |b: u8| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\';
-    let mut i = 0;
-    while let Some(block) = s.get(i..i + 32) {
-        let stops = block.iter().fold(0u8, |acc, &b| acc | u8::from(!plain(b)));
-        if stops != 0 {
-            break;
-        }
-        i += 32;
-    }
-    while let Some(&b) = s.get(i) {
-        if !plain(b) {
-            break;
-        }
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

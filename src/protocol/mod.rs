@@ -14,6 +14,7 @@ pub mod jsonrpc;
 pub mod model;
 pub mod params;
 pub mod result;
+mod scan;
 pub mod text;
 
 pub use era::{Era, ProtocolVersion};
