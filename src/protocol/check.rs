@@ -59,13 +59,31 @@ impl JsonCheck {
     /// Check the bytes of `all` (the message so far, from its first byte) not checked yet,
     /// once it holds [`CHECK_FROM`] bytes or more.
     pub fn catch_up(&mut self, all: &[u8]) {
+        self.scan(all, Breaks::None);
+    }
+
+    /// As [`JsonCheck::catch_up`] for a message that is one line of a stream (a stdio line,
+    /// an SSE data line), finding where the line ends in the same pass: the check stops at the
+    /// first of `breaks` in the bytes not checked yet, wherever it stands (a line break that
+    /// is not JSON's white space ends the line all the same, and the check of the bytes
+    /// before it decides). Saves the search for the line's end a pass over a large line.
+    pub fn catch_up_line(&mut self, all: &[u8], breaks: Breaks) -> LineScan {
+        self.scan(all, breaks)
+    }
+
+    fn scan(&mut self, all: &[u8], breaks: Breaks) -> LineScan {
         if self.off || all.len() < CHECK_FROM {
-            return;
+            return LineScan::NotFollowed;
         }
         let run = self.run.get_or_insert_with(Box::default);
-        if !run.feed(all) {
-            self.off = true;
-            self.run = None;
+        match run.feed(all, breaks) {
+            Fed::All => LineScan::NoBreak,
+            Fed::Break(i) => LineScan::Break(i),
+            Fed::Refused => {
+                self.off = true;
+                self.run = None;
+                LineScan::NotFollowed
+            }
         }
     }
 
@@ -82,6 +100,48 @@ impl JsonCheck {
         self.off = true;
         self.run = None;
     }
+}
+
+/// The bytes that end a line, for [`JsonCheck::catch_up_line`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Breaks {
+    /// None: the message is not a line ([`JsonCheck::catch_up`]).
+    None,
+    /// LF (a stdio line).
+    Lf,
+    /// LF or CR (an SSE line).
+    LfCr,
+}
+
+impl Breaks {
+    #[inline]
+    fn has(self, b: u8) -> bool {
+        match self {
+            Breaks::None => false,
+            Breaks::Lf => b == b'\n',
+            Breaks::LfCr => b == b'\n' || b == b'\r',
+        }
+    }
+}
+
+/// What [`JsonCheck::catch_up_line`] found in the bytes it had not checked yet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LineScan {
+    /// Checked, and no line break among them.
+    NoBreak,
+    /// The first line break is at this index of `all`; the bytes before it are checked.
+    Break(usize),
+    /// The check does not follow this message (under [`CHECK_FROM`] bytes, refused, or given
+    /// up): where the line ends is the caller's to find, from where it last looked.
+    NotFollowed,
+}
+
+/// What [`Run::feed`] made of the bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Fed {
+    All,
+    Break(usize),
+    Refused,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -276,12 +336,19 @@ impl Run {
         true
     }
 
-    /// Check `all[self.pos..]`; false when it is not JSON (or not followed).
-    fn feed(&mut self, all: &[u8]) -> bool {
+    /// Check `all[self.pos..]`, up to the first of `breaks` ([`Fed::Break`], not read);
+    /// [`Fed::Refused`] when it is not JSON (or not followed).
+    fn feed(&mut self, all: &[u8], breaks: Breaks) -> Fed {
         let mut i = self.pos;
         let n = all.len();
         while i < n {
             let b = all[i];
+            // A line break ends the line in any state (in a string it is a control
+            // character, which the check of the bytes before it then refuses).
+            if b <= b'\r' && breaks.has(b) {
+                self.pos = i;
+                return Fed::Break(i);
+            }
             match self.st {
                 St::Str => {
                     i += plain_len(&all[i..]);
@@ -291,7 +358,7 @@ impl Run {
                             if self.in_key {
                                 self.in_key = false;
                                 if !self.key_done(all, i + 1) {
-                                    return false;
+                                    return Fed::Refused;
                                 }
                                 self.st = St::Colon;
                             } else {
@@ -302,18 +369,22 @@ impl Run {
                             self.key_escaped |= self.in_key;
                             self.st = St::Esc;
                         }
+                        _ if breaks.has(b) => {
+                            self.pos = i;
+                            return Fed::Break(i);
+                        }
                         // A sequence of more than one byte starts, or a control character
                         // or a byte no UTF-8 sequence starts with.
                         _ => match utf8_lead(b) {
                             Some(st) => self.st = st,
-                            None => return false,
+                            None => return Fed::Refused,
                         },
                     }
                     i += 1;
                 }
                 St::Cont { lo, hi, more } => {
                     if !(lo..=hi).contains(&b) {
-                        return false;
+                        return Fed::Refused;
                     }
                     self.st = if more == 0 {
                         St::Str
@@ -330,13 +401,13 @@ impl Run {
                     self.st = match b {
                         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => St::Str,
                         b'u' => St::Hex(4),
-                        _ => return false,
+                        _ => return Fed::Refused,
                     };
                     i += 1;
                 }
                 St::Hex(left) => {
                     if !b.is_ascii_hexdigit() {
-                        return false;
+                        return Fed::Refused;
                     }
                     self.st = if left == 1 {
                         St::Str
@@ -349,7 +420,7 @@ impl Run {
                     b' ' | b'\t' | b'\n' | b'\r' => i += 1,
                     b']' => {
                         if !self.close(false, i) {
-                            return false;
+                            return Fed::Refused;
                         }
                         i += 1;
                     }
@@ -361,7 +432,7 @@ impl Run {
                         b' ' | b'\t' | b'\n' | b'\r' => {}
                         b'{' | b'[' => {
                             if !self.open(b == b'{', i) {
-                                return false;
+                                return Fed::Refused;
                             }
                         }
                         b'"' => {
@@ -390,14 +461,14 @@ impl Run {
                             };
                             self.st = St::Lit { word, at: 1 };
                         }
-                        _ => return false,
+                        _ => return Fed::Refused,
                     }
                     i += 1;
                 }
                 St::Lit { word, at } => {
                     let w = WORDS[usize::from(word)];
                     if w.get(usize::from(at)) != Some(&b) {
-                        return false;
+                        return Fed::Refused;
                     }
                     if usize::from(at) + 1 == w.len() {
                         self.ended(i + 1);
@@ -410,7 +481,7 @@ impl Run {
                     self.st = match b {
                         b'0' => St::Zero,
                         b'1'..=b'9' => St::Int,
-                        _ => return false,
+                        _ => return Fed::Refused,
                     };
                     i += 1;
                 }
@@ -426,7 +497,7 @@ impl Run {
                             self.st = St::Exp;
                             i += 1;
                         }
-                        b'0'..=b'9' => return false, // a leading zero
+                        b'0'..=b'9' => return Fed::Refused, // a leading zero
                         // The number ended: this byte is read again after it.
                         _ => self.ended(i),
                     }
@@ -434,7 +505,7 @@ impl Run {
                 // A digit must follow `.` and an exponent's sign.
                 St::Dot | St::ExpSign => {
                     if !b.is_ascii_digit() {
-                        return false;
+                        return Fed::Refused;
                     }
                     self.st = if self.st == St::Dot {
                         St::Frac
@@ -447,7 +518,7 @@ impl Run {
                     self.st = match b {
                         b'+' | b'-' => St::ExpSign,
                         b'0'..=b'9' => St::ExpDigits,
-                        _ => return false,
+                        _ => return Fed::Refused,
                     };
                     i += 1;
                 }
@@ -463,10 +534,10 @@ impl Run {
                         }
                         b'}' | b']' => {
                             if !self.close(b == b'}', i) {
-                                return false;
+                                return Fed::Refused;
                             }
                         }
-                        _ => return false,
+                        _ => return Fed::Refused,
                     }
                     i += 1;
                 }
@@ -481,10 +552,10 @@ impl Run {
                         }
                         b'}' if self.st == St::FirstKey => {
                             if !self.close(true, i) {
-                                return false;
+                                return Fed::Refused;
                             }
                         }
-                        _ => return false,
+                        _ => return Fed::Refused,
                     }
                     i += 1;
                 }
@@ -492,20 +563,20 @@ impl Run {
                     match b {
                         b' ' | b'\t' | b'\n' | b'\r' => {}
                         b':' => self.st = St::Value,
-                        _ => return false,
+                        _ => return Fed::Refused,
                     }
                     i += 1;
                 }
                 St::Done => {
                     if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                        return false;
+                        return Fed::Refused;
                     }
                     i += 1;
                 }
             }
         }
         self.pos = n;
-        true
+        Fed::All
     }
 
     fn finish(mut self, len: usize) -> Option<Checked> {
@@ -549,7 +620,7 @@ mod tests {
     fn run(text: &[u8], cuts: &[usize]) -> Option<(bool, Option<Checked>)> {
         let mut r = Run::default();
         for &c in cuts.iter().chain([&text.len()]) {
-            if !r.feed(&text[..c.min(text.len()).max(r.pos)]) {
+            if let Fed::Refused = r.feed(&text[..c.min(text.len()).max(r.pos)], Breaks::None) {
                 return r.gave_up.then(|| (serde_ok(text), None));
             }
         }
@@ -741,6 +812,65 @@ mod tests {
         assert!(
             taken > 10_000 && refused > 5_000 && heads > 5_000,
             "{taken} taken, {refused} refused, {heads} with a head"
+        );
+    }
+
+    #[test]
+    fn a_line_s_check_stops_at_its_first_break_and_checks_what_comes_before_it() {
+        let mut r = Rng(0x2545_F491_4F6C_DD1D);
+        let (mut broke, mut refused) = (0, 0);
+        for round in 0..40_000 {
+            let breaks = if round % 2 == 0 {
+                Breaks::Lf
+            } else {
+                Breaks::LfCr
+            };
+            let mut line = message(&mut r);
+            // Line breaks and CRs anywhere: between tokens, in strings, in numbers; and the
+            // next line after the break.
+            for _ in 0..r.below(3) {
+                let at = r.below(line.len() + 1);
+                line.insert(at, [b'\n', b'\r', b' '][r.below(3)]);
+            }
+            line.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":2}\r\n");
+            let first = line.iter().position(|&b| breaks.has(b));
+            let mut cuts: Vec<usize> = (0..r.below(4)).map(|_| r.below(line.len() + 1)).collect();
+            cuts.sort_unstable();
+            let shown = String::from_utf8_lossy(&line).into_owned();
+            let mut run_ = Run::default();
+            let mut stop = None;
+            for &c in cuts.iter().chain([&line.len()]) {
+                match run_.feed(&line[..c.max(run_.pos)], breaks) {
+                    Fed::All => {}
+                    Fed::Break(i) => {
+                        stop = Some(i);
+                        break;
+                    }
+                    Fed::Refused => break,
+                }
+            }
+            let Some(i) = stop else {
+                // Refused before any break: the caller looks for it.
+                refused += 1;
+                continue;
+            };
+            broke += 1;
+            assert_eq!(Some(i), first, "{breaks:?}: {shown}");
+            // Fed again, it stops at the same break.
+            assert_eq!(run_.feed(&line, breaks), Fed::Break(i), "{shown}");
+            // What it found in the line is what a check of the line alone finds.
+            let whole = run_.st == St::Done
+                || (run_.depth == 0
+                    && matches!(run_.st, St::Zero | St::Int | St::Frac | St::ExpDigits));
+            let alone = run(&line[..i], &[]);
+            match alone {
+                Some((w, c)) => assert_eq!((whole, run_.finish(i)), (w, c), "{shown}"),
+                None => assert!(run_.finish(i).is_none(), "{shown}"),
+            }
+        }
+        assert!(
+            broke > 10_000 && refused > 1_000,
+            "{broke} broke, {refused} refused"
         );
     }
 

@@ -11,7 +11,7 @@
 //! it is reported ([`SseItem::OversizedId`]) and the rest of its line is skipped as it comes,
 //! so a stream's last event id (what a resumption sends back) stays short.
 
-use crate::protocol::check::{Checked, JsonCheck, CHECK_FROM};
+use crate::protocol::check::{Breaks, Checked, JsonCheck, LineScan, CHECK_FROM};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -149,6 +149,13 @@ impl SseParser {
             }
         }
         while !chunk.is_empty() {
+            if let Some(k) = self.take_checked_part(chunk) {
+                // The rest, if any, starts with the line's end.
+                chunk = &chunk[k..];
+                if chunk.is_empty() {
+                    break;
+                }
+            }
             match memchr::memchr2(b'\n', b'\r', chunk) {
                 Some(i) => {
                     let end = chunk[i];
@@ -169,6 +176,43 @@ impl SseParser {
                 }
             }
         }
+    }
+
+    /// While the line is an event's first data line of [`CHECK_FROM`] bytes or more (a large
+    /// result), the part of `chunk` up to the line's end, added to it with the line's end
+    /// found by its check in the same pass ([`JsonCheck::catch_up_line`]) instead of a search
+    /// before it: how many bytes of `chunk` were taken. `None` for any other line, and when
+    /// the chunk would pass the size cap (the usual way deals with that).
+    fn take_checked_part(&mut self, chunk: &[u8]) -> Option<usize> {
+        let start = self.line.len();
+        if self.has_data
+            || self.skipping.is_some()
+            || self.long_id.is_some()
+            || start < CHECK_FROM
+            || start + chunk.len() > self.max_event
+            || !self.line.starts_with(b"data:")
+        {
+            return None;
+        }
+        super::spare::extend(&mut self.line, chunk);
+        let value = 5 + usize::from(self.line.get(5) == Some(&b' '));
+        let end = match self
+            .line_check
+            .catch_up_line(&self.line[value..], Breaks::LfCr)
+        {
+            LineScan::NoBreak => None,
+            LineScan::Break(i) => Some(value + i),
+            LineScan::NotFollowed => {
+                memchr::memchr2(b'\n', b'\r', &self.line[start..]).map(|i| start + i)
+            }
+        };
+        Some(match end {
+            Some(end) => {
+                self.line.truncate(end);
+                end - start
+            }
+            None => chunk.len(),
+        })
     }
 
     /// Add part of the current line, watching the size cap.
@@ -532,5 +576,77 @@ mod tests {
         );
         assert_eq!(items[1], ev(None, "after"));
         assert_eq!(p.last_event_id(), None);
+    }
+
+    /// Large data lines (past [`CHECK_FROM`], where the check finds the line's end), valid
+    /// JSON and not (a control character in a string: the check refuses it and `memchr`
+    /// finds the end), ended by LF, CR or CRLF, each followed by a small event, fed in pieces
+    /// of many sizes: every event comes out whole, with what a check of its data alone finds.
+    #[test]
+    fn large_data_lines_end_where_they_end_however_they_are_cut() {
+        let text = |n: usize, bad: bool| {
+            let mut t = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"{}"#,
+                "x".repeat(n)
+            );
+            if bad {
+                t.push('\u{1}');
+            }
+            t.push_str(r#""}],"isError":false}, "b": [1, 2.5e3, true, null] }"#);
+            t
+        };
+        let mut input = Vec::new();
+        let mut want = Vec::new();
+        for (k, (end, bad)) in [
+            ("\n", false),
+            ("\r", false),
+            ("\r\n", false),
+            ("\n", true),
+            ("\r", true),
+            ("\r\n", true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let data = text(CHECK_FROM + 1000 * k, bad);
+            input.extend_from_slice(
+                format!("id: {k}{end}data: {data}{end}{end}data: small {k}{end}{end}").as_bytes(),
+            );
+            let checked = JsonCheck::default().finish(data.as_bytes());
+            assert_eq!(checked.is_some(), !bad);
+            want.push(SseItem::Event(SseEvent {
+                id: Some(k.to_string()),
+                event: None,
+                data: Bytes::from(data),
+                checked,
+            }));
+            want.push(ev(None, &format!("small {k}")));
+        }
+        for piece in [
+            1,
+            7,
+            4096,
+            CHECK_FROM - 3,
+            CHECK_FROM + 1,
+            100_000,
+            input.len(),
+        ] {
+            let mut p = SseParser::new(16 << 20);
+            let mut out = Vec::new();
+            for c in input.chunks(piece) {
+                p.feed(c);
+                out.extend(all(&mut p));
+            }
+            assert_eq!(out.len(), want.len(), "piece {piece}");
+            for (got, want) in out.iter().zip(&want) {
+                assert!(
+                    got == want,
+                    "piece {piece}: {:.200?} against {:.200?}",
+                    got,
+                    want
+                );
+            }
+            assert_eq!(p.last_event_id(), Some("5"));
+        }
     }
 }

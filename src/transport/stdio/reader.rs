@@ -23,7 +23,7 @@
 //! the launcher.
 
 use super::{Link, StdioStats};
-use crate::protocol::check::{Checked, JsonCheck};
+use crate::protocol::check::{Breaks, Checked, JsonCheck, LineScan, CHECK_FROM};
 use crate::protocol::jsonrpc::{self, Message, MAX_MESSAGE_BYTES, MAX_RESPONSE_ID_BYTES};
 use crate::transport::gate::{Admit, RequestLimiter};
 use crate::transport::{spare, Inbound};
@@ -282,9 +282,7 @@ impl Framing {
     ) -> Stop {
         use tokio::io::AsyncReadExt;
         loop {
-            while let Some(i) =
-                memchr::memchr(b'\n', &self.buf[self.scanned..]).map(|i| self.scanned + i)
-            {
+            while let Some(i) = self.line_end() {
                 self.scanned = 0;
                 if self.skipping || i > MAX_MESSAGE_BYTES {
                     if !self.skipping {
@@ -350,6 +348,26 @@ impl Framing {
                 self.room = (self.room * 2).min(READ_MOST);
             }
         }
+    }
+}
+
+impl Framing {
+    /// Where the line being read ends, if its newline has come. Once the line is known to be
+    /// large (no newline in its first [`CHECK_FROM`] bytes), its check finds the newline in
+    /// the same pass ([`JsonCheck::catch_up_line`]); before, or when the check does not follow
+    /// the line, `memchr` looks on from where it last looked.
+    fn line_end(&mut self) -> Option<usize> {
+        if self.scanned >= CHECK_FROM && !self.skipping {
+            match self.check.catch_up_line(&self.buf, Breaks::Lf) {
+                LineScan::Break(i) => return Some(i),
+                LineScan::NoBreak => {
+                    self.scanned = self.buf.len();
+                    return None;
+                }
+                LineScan::NotFollowed => {}
+            }
+        }
+        memchr::memchr(b'\n', &self.buf[self.scanned..]).map(|i| self.scanned + i)
     }
 }
 
