@@ -7,6 +7,7 @@
 mod common;
 use common::*;
 use serde_json::{json, Value};
+use std::path::PathBuf;
 use std::time::Duration;
 
 fn node_modules() -> String {
@@ -54,6 +55,16 @@ fn servers(servers: Value) -> Value {
     json!({"enabled": {"mcp": true}, "mcp": {"servers": servers}})
 }
 
+/// `tests/fixtures/http_faults.py` as server `f` of a daemon, and a session that reached it
+/// with no warning: the fixture (kept alive), its request log, the daemon, the session's id.
+fn a_session_on_the_faults_fixture() -> (HttpPeer, PathBuf, Daemon, String) {
+    let (fx, log) = http_faults(&[]);
+    let d = Daemon::start(servers(json!({"f": {"type": "http", "url": fx.url}})));
+    let (id, view) = d.session(json!({}));
+    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    (fx, log, d, id)
+}
+
 #[test]
 fn everything_ending_the_session_is_dialled_again_by_the_next_call() {
     let peer = HttpPeer::everything();
@@ -97,10 +108,7 @@ fn everything_ending_the_session_is_dialled_again_by_the_next_call() {
 
 #[test]
 fn a_session_the_server_ends_with_404_is_dialled_again_by_the_next_call() {
-    let (fx, log) = http_faults(&[]);
-    let d = Daemon::start(servers(json!({"f": {"type": "http", "url": fx.url}})));
-    let (id, view) = d.session(json!({}));
-    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    let (fx, log, d, id) = a_session_on_the_faults_fixture();
     let (st, r) = d.call(&id, "mcp__f__echo", json!({"message": "before"}));
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["content"][0]["text"], "Echo: before", "{r}");
@@ -327,10 +335,7 @@ fn the_daemon_stops_cleanly_after_calls_its_workers_posted() {
 /// lives on for the next call, on the same session.
 #[test]
 fn a_call_refused_with_401_or_403_by_a_server_without_a_token_asks_for_a_sign_in() {
-    let (fx, log) = http_faults(&[]);
-    let d = Daemon::start(servers(json!({"f": {"type": "http", "url": fx.url}})));
-    let (id, view) = d.session(json!({}));
-    assert!(view["warnings"].as_array().unwrap().is_empty(), "{view}");
+    let (_fixture, log, d, id) = a_session_on_the_faults_fixture();
     for message in ["before", "sign-in-401", "between", "sign-in-403", "after"] {
         let (st, r) = d.call(&id, "mcp__f__echo", json!({ "message": message }));
         if message.starts_with("sign-in") {

@@ -79,6 +79,13 @@ pub struct SseParser {
 }
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+/// Where the value of a `data` line starts (after `data:` and one space); `None` for a line
+/// of another field.
+fn data_value_at(line: &[u8]) -> Option<usize> {
+    let v = line.strip_prefix(b"data:")?;
+    Some(line.len() - v.strip_prefix(b" ").unwrap_or(v).len())
+}
 /// Room for a field name on top of the cap while a line is read.
 const LINE_SLACK: usize = 64;
 
@@ -190,12 +197,11 @@ impl SseParser {
             || self.long_id.is_some()
             || start < CHECK_FROM
             || start + chunk.len() > self.max_event
-            || !self.line.starts_with(b"data:")
         {
             return None;
         }
+        let value = data_value_at(&self.line)?;
         super::spare::extend(&mut self.line, chunk);
-        let value = 5 + usize::from(self.line.get(5) == Some(&b' '));
         let end = match self
             .line_check
             .catch_up_line(&self.line[value..], Breaks::LfCr)
@@ -239,8 +245,8 @@ impl SseParser {
         }
         super::spare::extend(&mut self.line, part);
         if !self.has_data && self.line.len() >= CHECK_FROM {
-            match self.line.strip_prefix(b"data:") {
-                Some(v) => self.line_check.catch_up(v.strip_prefix(b" ").unwrap_or(v)),
+            match data_value_at(&self.line) {
+                Some(at) => self.line_check.catch_up(&self.line[at..]),
                 None => self.line_check.give_up(),
             }
         }

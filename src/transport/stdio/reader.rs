@@ -349,9 +349,7 @@ impl Framing {
             }
         }
     }
-}
 
-impl Framing {
     /// Where the line being read ends, if its newline has come. Once the line is known to be
     /// large (no newline in its first [`CHECK_FROM`] bytes), its check finds the newline in
     /// the same pass ([`JsonCheck::catch_up_line`]); before, or when the check does not follow
