@@ -166,7 +166,9 @@ pub fn run(listen: Option<String>, ready_file: Option<PathBuf>) -> Result<(), Se
             Some(Arc::new(crate::actors::connection::AwcOpener { tls })),
         );
         ctx.dials = crate::actors::connection::DialLimit::new(cfg.max_concurrent_dials);
-        ctx.checks = crate::actors::connection::DialLimit::new(threads.min(cfg.max_concurrent_dials));
+        ctx.checks = crate::actors::connection::DialLimit::new(
+            crate::actors::connection::checks_for_cores(threads).min(cfg.max_concurrent_dials),
+        );
         ctx.tokens = Some(tokens.clone());
         let (link_states, link_state_events) = tokio::sync::broadcast::channel(1024);
         ctx.state_changes = Some(link_states);

@@ -44,7 +44,7 @@ mod direct;
 mod link;
 mod shared;
 
-pub use context::{AwcOpener, ConnContext, DialLimit, HttpOpener, RestartPolicy};
+pub use context::{checks_for_cores, AwcOpener, ConnContext, DialLimit, HttpOpener, RestartPolicy};
 pub use direct::{Direct, Spawn};
 use link::*;
 pub use shared::ConnShared;
