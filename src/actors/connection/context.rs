@@ -16,8 +16,9 @@ pub struct ConnContext {
     pub dials: DialLimit,
     /// The daemon-wide bound on checks of saved catalogues (dials nobody waits on) running at
     /// once, taken before `dials`: one fewer than the cores ([`checks_for_cores`]), so that
-    /// opening a session with many saved servers is not slowed by their processes starting. A call or a session that waits on
-    /// a server never queues behind it: the check holds no dial while it waits its turn.
+    /// opening a session with many saved servers is not slowed by their processes starting.
+    /// A call or a session that waits on a server never queues behind it: the check holds no
+    /// dial while it waits its turn.
     pub checks: DialLimit,
     /// How the registry restarts a connection that panicked.
     pub restart: RestartPolicy,
