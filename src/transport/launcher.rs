@@ -3,8 +3,9 @@
 //! The daemon never spawns a server directly. It spawns this launcher, which stays the
 //! server's parent and puts it in a process group of its own. The server inherits the
 //! launcher's stdin and stdout (no copying); the launcher keeps only a control pipe (on the
-//! descriptor named by `ALBEDO_MCP_CONTROL_FD`, else fd 3), whose write end the daemon holds. When that pipe reaches EOF (the daemon closed the
-//! connection, or the daemon died, even by SIGKILL, since the kernel closes its descriptors)
+//! descriptor named by `ALBEDO_MCP_CONTROL_FD`, else fd 3), whose write end the daemon
+//! holds. When that pipe reaches EOF (the daemon closed the connection, or the daemon died,
+//! even by SIGKILL, since the kernel closes its descriptors)
 //! the launcher gives the server two seconds to exit after its stdin closed, then sends the
 //! group SIGTERM, and after two more seconds SIGKILL. So no server outlives the daemon.
 //!
