@@ -214,7 +214,7 @@ fn end_descendants() {
     let deadline = std::time::Instant::now() + GRACE;
     let mut signal = Signal::SIGTERM;
     loop {
-        if reap_ended() == Children::None {
+        if !reap_ended() {
             return;
         }
         let left = children();
@@ -229,7 +229,7 @@ fn end_descendants() {
         }
         if signal == Signal::SIGKILL {
             std::thread::sleep(Duration::from_millis(20));
-            if reap_ended() == Children::None || children().is_empty() {
+            if !reap_ended() || children().is_empty() {
                 return;
             }
         }
@@ -240,36 +240,27 @@ fn end_descendants() {
     }
 }
 
-/// Whether we have children left after [`reap_ended`].
-#[derive(Debug, PartialEq, Eq)]
-enum Children {
-    /// None at all, ended or not (`ECHILD`).
-    None,
-    /// Some still running (or `waitpid` failed otherwise).
-    Running,
-}
-
-/// Reap every child that already ended.
-fn reap_ended() -> Children {
+/// Reap every child that already ended; whether any is left (`false` only on `ECHILD`: none
+/// at all, ended or not).
+fn reap_ended() -> bool {
     loop {
         match nix::sys::wait::waitpid(
             Pid::from_raw(-1),
             Some(nix::sys::wait::WaitPidFlag::WNOHANG),
         ) {
-            Ok(nix::sys::wait::WaitStatus::StillAlive) => return Children::Running,
+            Ok(nix::sys::wait::WaitStatus::StillAlive) => return true,
             Ok(_) => continue,
-            Err(nix::errno::Errno::ECHILD) => return Children::None,
+            Err(nix::errno::Errno::ECHILD) => return false,
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return Children::Running,
+            Err(_) => return true,
         }
     }
 }
 
 /// Our children's pids: from each of our threads' `children` file when the kernel has them
-/// (`CONFIG_PROC_CHILDREN`; an orphan is reparented to any thread of ours), else from every
-/// process's `stat` in /proc, which costs a read per process on the machine (with 1,000 other
-/// processes, some 20 ms of CPU each time). A child that ended but is not reaped yet may be
-/// listed: signalling it does nothing, and the next round reaps it.
+/// (`CONFIG_PROC_CHILDREN`; an orphan is reparented to any thread of ours), else from the scan
+/// the module doc prices. A child that ended but is not reaped yet may be listed: signalling it
+/// does nothing, and the next round reaps it.
 fn children() -> Vec<i32> {
     listed_children().unwrap_or_else(|| scanned_children(std::process::id() as i32))
 }

@@ -53,9 +53,8 @@ pub const DEFAULT_CONCURRENT_CHECKS: usize = 2;
 
 /// Checks of saved catalogues at once on a machine of `cores` (as the daemon counts them, at
 /// most 8): one fewer, at least one, so that a core is left for the session that started
-/// them, its listing and its first calls. With one per core, on 2 cores, a session of 100
-/// saved servers (`albedo-mcp-bench --only session`) opened in 28-32 ms at p50 against 21-23
-/// ms with one, while its 100 checks all ended 0.38-0.46 s after the open against 0.67-0.70 s.
+/// them, its listing and its first calls (README, "Saved catalogues", has what it gains and
+/// costs).
 pub fn checks_for_cores(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }
