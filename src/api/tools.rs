@@ -41,38 +41,68 @@ pub(super) async fn list_tools(
     let tools = &snap.table.tools;
     let deferred: &[Arc<crate::advertise::AdvertisedTool>] =
         if query.all { &snap.deferred.tools } else { &[] };
-    let mut body = Vec::with_capacity(
-        64 + tools
-            .iter()
-            .chain(deferred)
-            .map(|t| t.json().get().len() + 16)
-            .sum::<usize>(),
-    );
-    body.extend_from_slice(
-        format!("{{\"generation\":{},\"tools\":[", snap.table.generation).as_bytes(),
-    );
+    let mut body = Slices::default();
+    body.push(format!("{{\"generation\":{},\"tools\":[", snap.table.generation).as_bytes());
     let mut first = true;
     for t in tools {
         if query.all && t.kind == ToolKind::Search {
             continue;
         }
         if !first {
-            body.push(b',');
+            body.push(b",");
         }
         first = false;
-        body.extend_from_slice(t.json().get().as_bytes());
+        body.push(t.json().get().as_bytes());
     }
     for t in deferred {
         if !first {
-            body.push(b',');
+            body.push(b",");
         }
         first = false;
-        body.extend_from_slice(flagged(t.json().get()).as_bytes());
+        body.push(flagged(t.json().get()).as_bytes());
     }
-    body.extend_from_slice(b"]}");
-    Ok(HttpResponse::Ok()
-        .content_type(actix_web::http::header::ContentType::json())
-        .body(body))
+    body.push(b"]}");
+    Ok(body.answer())
+}
+
+/// A JSON answer written a slice of about [`SLICE`] bytes at a time, each slice a buffer of
+/// its own: a tool list of 5,000 tools (2 MB) is neither one fresh buffer of its size nor
+/// copied whole into actix-web's write buffer (which grew to 2 MB, a fresh one per
+/// connection), but slices the allocator reuses, each copied while it is in the cache.
+#[derive(Default)]
+struct Slices {
+    done: Vec<web::Bytes>,
+    len: usize,
+    current: Vec<u8>,
+}
+
+impl Slices {
+    fn push(&mut self, part: &[u8]) {
+        if !self.current.is_empty() && self.current.len() + part.len() > SLICE {
+            self.done
+                .push(web::Bytes::from(std::mem::take(&mut self.current)));
+        }
+        if self.current.capacity() == 0 {
+            self.current.reserve(SLICE.max(part.len()));
+        }
+        self.current.extend_from_slice(part);
+        self.len += part.len();
+    }
+
+    fn answer(mut self) -> HttpResponse {
+        let mut r = HttpResponse::Ok();
+        r.insert_header((
+            actix_web::http::header::CONTENT_TYPE,
+            actix_web::http::header::HeaderValue::from_static("application/json"),
+        ));
+        if self.done.is_empty() {
+            return r.body(self.current);
+        }
+        self.done.push(web::Bytes::from(self.current));
+        let slices =
+            futures_util::stream::iter(self.done.into_iter().map(Ok::<_, actix_web::Error>));
+        r.body(actix_web::body::SizedStream::new(self.len as u64, slices))
+    }
 }
 
 pub(super) async fn get_tool(
@@ -440,4 +470,50 @@ pub(super) fn call_error(e: CallError) -> ApiError {
     }
     err.extra = Some(extra);
     err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::body::MessageBody;
+
+    async fn written(s: Slices) -> (Option<u64>, Vec<u8>) {
+        let body = s.answer().into_body();
+        let size = match body.size() {
+            actix_web::body::BodySize::Sized(n) => Some(n),
+            _ => None,
+        };
+        let bytes = actix_web::body::to_bytes(body).await.unwrap_or_default();
+        (size, bytes.to_vec())
+    }
+
+    #[actix_rt::test]
+    async fn a_body_in_slices_is_the_parts_in_order_with_its_length_declared() {
+        // Parts of every size round a slice's: small ones, one just under, one over it.
+        let parts: Vec<Vec<u8>> = (0..300)
+            .map(|i: usize| {
+                let n = match i % 7 {
+                    0 => SLICE - 1,
+                    3 => SLICE + 5,
+                    _ => i * 37 % 1000,
+                };
+                vec![b'a' + (i % 26) as u8; n]
+            })
+            .collect();
+        for count in [0, 1, 2, 20, 300] {
+            let mut s = Slices::default();
+            let mut want = Vec::new();
+            for p in &parts[..count] {
+                s.push(p);
+                want.extend_from_slice(p);
+            }
+            let sliced = s.done.len() + 1;
+            let (size, got) = written(s).await;
+            assert_eq!(got, want, "{count} parts");
+            assert_eq!(size, Some(want.len() as u64), "{count} parts");
+            if want.len() > 2 * SLICE {
+                assert!(sliced > 2, "{count} parts in {sliced} slices");
+            }
+        }
+    }
 }
