@@ -90,11 +90,7 @@ impl Slices {
     }
 
     fn answer(mut self) -> HttpResponse {
-        let mut r = HttpResponse::Ok();
-        r.insert_header((
-            actix_web::http::header::CONTENT_TYPE,
-            actix_web::http::header::HeaderValue::from_static("application/json"),
-        ));
+        let mut r = json_ok();
         if self.done.is_empty() {
             return r.body(self.current);
         }
@@ -408,13 +404,7 @@ pub(super) fn ok_answer(result: ResultText) -> HttpResponse {
 /// A JSON answer made of `parts` (shared, not copied; the list of parts on the stack); one
 /// over [`SLICE`] goes out a slice at a time.
 pub(super) fn bytes_answer<const N: usize>(parts: [web::Bytes; N]) -> HttpResponse {
-    let mut r = HttpResponse::Ok();
-    // A static value: `ContentType::json()` copies the type's text into a new value on
-    // every answer.
-    r.insert_header((
-        actix_web::http::header::CONTENT_TYPE,
-        actix_web::http::header::HeaderValue::from_static("application/json"),
-    ));
+    let mut r = json_ok();
     let len: usize = parts.iter().map(|p| p.len()).sum();
     if len <= SLICE {
         // One part goes as it is (a clone of a `Bytes` made from a `Vec` allocates); more
@@ -437,6 +427,17 @@ pub(super) fn bytes_answer<const N: usize>(parts: [web::Bytes; N]) -> HttpRespon
             .map(move |i| Ok::<_, actix_web::Error>(p.slice(i..(i + SLICE).min(p.len()))))
     }));
     r.body(actix_web::body::SizedStream::new(len as u64, slices))
+}
+
+/// `200 OK` with `Content-Type: application/json`, a static value: `ContentType::json()`
+/// copies the type's text into a new value on every answer.
+fn json_ok() -> actix_web::HttpResponseBuilder {
+    let mut r = HttpResponse::Ok();
+    r.insert_header((
+        actix_web::http::header::CONTENT_TYPE,
+        actix_web::http::header::HeaderValue::from_static("application/json"),
+    ));
+    r
 }
 
 /// Above this size a JSON answer is written in slices of this size.
