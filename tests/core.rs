@@ -549,8 +549,8 @@ fn two_calls_in_flight_one_times_out_the_other_is_unknown_and_nothing_is_sent_tw
 #[test]
 fn a_call_never_queues_behind_checks_of_saved_catalogues() {
     // Sixteen saved servers that now hang at start fill the daemon's checks of saved
-    // catalogues (one fewer than the cores, at most 7); a call to a seventeenth saved server, checked
-    // last, dials it at once instead of waiting its turn behind them.
+    // catalogues (one fewer than the cores, at most 7); a call to a seventeenth saved
+    // server, checked last, dials it at once instead of waiting its turn behind them.
     let dir = tempfile::tempdir().unwrap();
     let (meter, hang) = (dir.path().join("meter"), dir.path().join("hang"));
     let mut servers = serde_json::Map::new();

@@ -227,12 +227,7 @@ fn end_descendants() {
         for pid in &left {
             let _ = kill(Pid::from_raw(*pid), signal);
         }
-        if signal == Signal::SIGKILL {
-            std::thread::sleep(Duration::from_millis(20));
-            if !reap_ended() || children().is_empty() {
-                return;
-            }
-        }
+        // The next round reaps what the signal ended, and returns when nothing is left.
         std::thread::sleep(Duration::from_millis(20));
         if std::time::Instant::now() >= deadline + GRACE {
             return;
