@@ -87,9 +87,6 @@ async fn panics_and_recovers(point: PanicPoint) {
         PanicPoint::Watch => {
             conn.watch(Sink::start_default().recipient(), None, false);
         }
-        PanicPoint::Status => {
-            let _ = conn.status().await;
-        }
         PanicPoint::Discovery => {
             // A background check (a future the actor spawned) completes and panics.
             conn.watch(Sink::start_default().recipient(), None, true);
@@ -109,7 +106,7 @@ async fn panics_and_recovers(point: PanicPoint) {
         eventually(Duration::from_secs(8), || !alive(first_pid)).await,
         "{point:?}: the old server process outlived the panicked actor"
     );
-    let st = conn.status().await;
+    let st = conn.status();
     assert_eq!(st.restarts, before + 1, "{point:?}");
     drop(conn);
     assert!(
@@ -328,11 +325,6 @@ async fn a_panic_in_watch_restarts_the_connection() {
 }
 
 #[actix_rt::test]
-async fn a_panic_in_get_status_restarts_the_connection() {
-    panics_and_recovers(PanicPoint::Status).await;
-}
-
-#[actix_rt::test]
 async fn a_panic_in_the_event_stream_restarts_the_connection() {
     panics_and_recovers(PanicPoint::Event).await;
 }
@@ -366,13 +358,22 @@ async fn a_connection_that_panics_again_and_again_is_backed_off_then_failed() {
             "restart {n}"
         );
     }
-    // The fourth panic in a row is one too many: failed, not restarted.
+    // The last life dials its server; the fourth panic in a row is one too many: failed, not
+    // restarted, and nothing keeps that life's client (and so its server) alive.
+    text(&conn, "last")
+        .await
+        .expect("a call before the last panic");
+    let pid = read_pid(pidfile.path()).expect("pid");
     let _ = conn.send(ArmPanic(PanicPoint::Handler)).await;
     assert!(eventually(Duration::from_secs(5), || conn.restarts() == 4).await);
+    assert!(
+        eventually(Duration::from_secs(8), || !alive(pid)).await,
+        "the failed connection's server outlived it"
+    );
     let e = text(&conn, "x").await.expect_err("failed");
     assert_eq!(e.outcome(), "not_run", "{e}");
     assert!(e.to_string().contains("panicked 4 times"), "{e}");
-    let st = conn.status().await;
+    let st = conn.status();
     assert_eq!(
         serde_json::to_value(st.state).unwrap(),
         "failed",
@@ -452,10 +453,9 @@ async fn a_check_waiting_its_turn_is_cancelled_by_the_close_and_never_dials() {
     let checks = c.checks.clone();
     let held = checks.try_hold().expect("the one place");
     let conn = start(&registry, pidfile.path(), c).await;
-    // The check starts and waits for the place held here (the status is asked after it, so
-    // once it answers the check is waiting); then the close.
+    // The check starts and waits for the place held here; then the close.
     conn.watch(Sink::start_default().recipient(), None, true);
-    let _ = conn.status().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     conn.close();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // A waiter still queued would be handed the place as it is freed.
@@ -504,7 +504,7 @@ async fn a_call_waits_for_the_dial_under_way_and_answers_with_its_outcome() {
     conn.watch(Sink::start_default().recipient(), None, true);
     let mut state = LinkState::Idle;
     for _ in 0..250 {
-        state = conn.status().await.state;
+        state = conn.status().state;
         if state == LinkState::Connecting {
             break;
         }
@@ -526,7 +526,7 @@ async fn a_call_waits_for_the_dial_under_way_and_answers_with_its_outcome() {
         took >= Duration::from_millis(900),
         "it gave up after {took:?}"
     );
-    let st = conn.status().await;
+    let st = conn.status();
     assert_eq!(st.state, LinkState::Unavailable, "{st:?}");
     // One server was started: the call waited for the check's dial, it did not dial again.
     let starts = std::fs::read_to_string(&meter).unwrap_or_default();
@@ -572,8 +572,8 @@ async fn a_session_keeps_working_after_its_connection_actor_panics() {
     assert_eq!(comp.send(Reload::default()).await.unwrap(), Ok(1));
     let conn = shared.load().conns.get("fx").cloned().unwrap();
     conn.call(echo("before")).await.expect("before");
-    let _ = conn.send(ArmPanic(PanicPoint::Status)).await;
-    // The session's own view trips the panic (GetStatus).
+    let _ = conn.send(ArmPanic(PanicPoint::Handler)).await;
+    // A view while it restarts answers (it asks no actor).
     let _ = comp.send(GetView).await.unwrap();
     assert!(eventually(Duration::from_secs(5), || conn.restarts() == 1).await);
     let conn = shared.load().conns.get("fx").cloned().unwrap();

@@ -11,7 +11,7 @@
 //! catalogue was saved is lazy: its connection is not dialled until one of its tools is
 //! called (`Load` with `wake`).
 
-use super::connection::{CatalogueChanged, ConnStatus, LinkState};
+use super::connection::{CatalogueChanged, LinkState};
 use super::handle::ConnHandle;
 use super::retry::{Missing, Poke, Retry, ServersJoined};
 use super::runtime::{Prepare, PrepareError, Prepared, Runtime, SaveCatalogue, ServerState};
@@ -900,105 +900,84 @@ pub struct SessionView {
 pub struct GetView;
 
 impl Handler<GetView> for Composition {
-    type Result = ResponseActFuture<Self, SessionView>;
+    type Result = MessageResult<GetView>;
 
     fn handle(&mut self, _: GetView, _ctx: &mut Self::Context) -> Self::Result {
-        let servers: Vec<_> = self
-            .current
-            .as_ref()
-            .map(|p| p.servers.clone())
-            .unwrap_or_default();
-        let fut = async move {
-            let mut statuses: BTreeMap<String, ConnStatus> = BTreeMap::new();
-            let asks = servers.iter().filter_map(|s| {
-                s.conn.as_ref().map(|c| {
-                    let c = c.clone();
-                    let n = s.config.name.clone();
-                    async move { (n, c.status().await) }
-                })
-            });
-            for (n, st) in futures_util::future::join_all(asks).await {
-                statuses.insert(n, st);
-            }
-            (servers, statuses)
-        };
-        Box::pin(fut.into_actor(self).map(|(servers, statuses), act, _ctx| {
-            let snap = act.shared.load();
-            let counts = snap.tool_counts();
-            let mut views = Vec::new();
-            let mut context = Vec::new();
-            for s in &servers {
-                let st = statuses.get(&s.config.name);
-                let state = match (s.state, st.map(|x| &x.state)) {
-                    (
-                        ServerState::Connected,
-                        Some(LinkState::Unavailable | LinkState::Failed | LinkState::Closed),
-                    ) => ServerState::Unavailable,
-                    // Advertised from its saved catalogue, but its tokens were refused: the
-                    // user must sign in (its calls answer needs_sign_in).
-                    (ServerState::Connected, Some(LinkState::NeedsSignIn)) => {
-                        ServerState::NeedsSignIn
-                    }
-                    (ServerState::Connected, Some(LinkState::Connecting)) => {
-                        ServerState::Connecting
-                    }
-                    (ServerState::Connected, Some(LinkState::Idle))
-                        if snap.lazy.contains(&s.config.name) =>
-                    {
-                        ServerState::Lazy
-                    }
-                    (ServerState::Connected, Some(LinkState::Idle)) if s.saved => {
-                        ServerState::Connecting
-                    }
-                    (x, _) => x,
-                };
-                let (tools, deferred) = counts
-                    .get(s.config.name.as_str())
-                    .copied()
-                    .unwrap_or_default();
-                views.push(ServerView {
-                    name: s.config.name.clone(),
-                    state,
-                    transport: if s.is_http() { "http" } else { "stdio" },
-                    era: st.and_then(|x| x.era),
-                    protocol_version: st.and_then(|x| x.protocol_version.clone()),
-                    tools,
-                    warning: s.warning.clone(),
-                    last_error: st.and_then(|x| x.last_error.clone()),
-                    restarts: st.map(|x| x.restarts).unwrap_or(0),
-                    ignored_messages: st.map(|x| x.ignored_messages).unwrap_or(0),
-                    switched_off: act.off.contains(&s.config.name),
-                    extension: if s.editor {
-                        crate::editor::EXTENSION
-                    } else {
-                        "mcp"
-                    },
-                    hidden: s.editor && !act.editor_enabled(),
-                    deferred,
-                });
-                if !s.editor || act.editor_enabled() {
-                    context.extend(context_line(s, state, tools, deferred));
+        // Each connection's status as its link last showed it: no message to any of them.
+        let act = &*self;
+        let servers = act.current.as_ref().map_or(&[][..], |p| &p.servers[..]);
+        let snap = act.shared.load();
+        let counts = snap.tool_counts();
+        let mut views = Vec::new();
+        let mut context = Vec::new();
+        for s in servers {
+            let status = s.conn.as_ref().map(|c| c.status());
+            let st = status.as_ref();
+            let state = match (s.state, st.map(|x| &x.state)) {
+                (
+                    ServerState::Connected,
+                    Some(LinkState::Unavailable | LinkState::Failed | LinkState::Closed),
+                ) => ServerState::Unavailable,
+                // Advertised from its saved catalogue, but its tokens were refused: the
+                // user must sign in (its calls answer needs_sign_in).
+                (ServerState::Connected, Some(LinkState::NeedsSignIn)) => ServerState::NeedsSignIn,
+                (ServerState::Connected, Some(LinkState::Connecting)) => ServerState::Connecting,
+                (ServerState::Connected, Some(LinkState::Idle))
+                    if snap.lazy.contains(&s.config.name) =>
+                {
+                    ServerState::Lazy
                 }
-            }
-            SessionView {
-                id: act.id.clone(),
-                generation: act.generation,
-                enabled: act.enabled(),
-                servers: views,
-                warnings: act.warnings.clone(),
-                context,
-                error: act.last_error.clone(),
-                editor_mcp: EditorView {
-                    enabled: act.editor_enabled(),
-                    transports: [("stdio", true), ("http", true), ("sse", false)]
-                        .into_iter()
-                        .collect(),
+                (ServerState::Connected, Some(LinkState::Idle)) if s.saved => {
+                    ServerState::Connecting
+                }
+                (x, _) => x,
+            };
+            let (tools, deferred) = counts
+                .get(s.config.name.as_str())
+                .copied()
+                .unwrap_or_default();
+            views.push(ServerView {
+                name: s.config.name.clone(),
+                state,
+                transport: if s.is_http() { "http" } else { "stdio" },
+                era: st.and_then(|x| x.era),
+                protocol_version: st.and_then(|x| x.protocol_version.clone()),
+                tools,
+                warning: s.warning.clone(),
+                last_error: st.and_then(|x| x.last_error.clone()),
+                restarts: st.map(|x| x.restarts).unwrap_or(0),
+                ignored_messages: st.map(|x| x.ignored_messages).unwrap_or(0),
+                switched_off: act.off.contains(&s.config.name),
+                extension: if s.editor {
+                    crate::editor::EXTENSION
+                } else {
+                    "mcp"
                 },
-                defer_tools: act.defer_choice,
-                deferred: snap.deferred.tools.len(),
-                loaded: act.loaded.clone(),
+                hidden: s.editor && !act.editor_enabled(),
+                deferred,
+            });
+            if !s.editor || act.editor_enabled() {
+                context.extend(context_line(s, state, tools, deferred));
             }
-        }))
+        }
+        MessageResult(SessionView {
+            id: act.id.clone(),
+            generation: act.generation,
+            enabled: act.enabled(),
+            servers: views,
+            warnings: act.warnings.clone(),
+            context,
+            error: act.last_error.clone(),
+            editor_mcp: EditorView {
+                enabled: act.editor_enabled(),
+                transports: [("stdio", true), ("http", true), ("sse", false)]
+                    .into_iter()
+                    .collect(),
+            },
+            defer_tools: act.defer_choice,
+            deferred: snap.deferred.tools.len(),
+            loaded: act.loaded.clone(),
+        })
     }
 }
 

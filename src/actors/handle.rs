@@ -18,7 +18,7 @@
 
 use super::connection::{
     Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover,
-    DiscoverError, GetStatus, LinkState, Spawn, Watch,
+    DiscoverError, LinkState, Spawn, Watch,
 };
 use crate::protocol::model::Catalogue;
 use actix::prelude::*;
@@ -252,8 +252,9 @@ impl ConnHandle {
         }
     }
 
-    /// The connection's status; a closed or failed one answers without its actor.
-    pub async fn status(&self) -> ConnStatus {
+    /// The connection's status, as its link last showed it (`ConnShared::status`): read
+    /// without a message to the actor, so a view never waits for a busy arbiter.
+    pub fn status(&self) -> ConnStatus {
         let fallback = |state: LinkState, last_error: Option<String>| ConnStatus {
             state,
             era: None,
@@ -271,10 +272,7 @@ impl ConnHandle {
             return fallback(LinkState::Failed, Some(f));
         }
         match self.0.current().filter(|a| a.connected()) {
-            Some(a) => match a.send(GetStatus).await {
-                Ok(s) => s,
-                Err(e) => fallback(LinkState::Idle, Some(format!("restarting: {e}"))),
-            },
+            Some(_) => self.0.shared.status(self.0.transport),
             None => fallback(LinkState::Idle, Some("restarting".into())),
         }
     }

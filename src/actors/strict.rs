@@ -72,7 +72,7 @@ impl Handler<TryServers> for Runtime {
                     };
                     let outcome = match conn.discover().await {
                         Ok(d) => {
-                            let st = conn.status().await;
+                            let st = conn.status();
                             let cat = d.catalogue;
                             let out = TryOutcome::Connected {
                                 era: st.era,

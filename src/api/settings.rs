@@ -211,7 +211,7 @@ async fn status_of(
         let Some(conn) = snap.conns.get(name) else {
             continue;
         };
-        let st = conn.status().await;
+        let st = conn.status();
         let tools = snap
             .table
             .tools

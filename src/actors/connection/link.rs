@@ -5,6 +5,7 @@
 //!
 //! Owns: the client and its link state. Must not touch: the actor's mailbox, the session.
 
+use super::shared::Seen;
 use super::*;
 use crate::actors::grants::ServiceGrant;
 use crate::actors::tokens::Bearer;
@@ -20,14 +21,13 @@ pub(super) struct Link {
     pub(super) client: RefCell<Option<(McpClient, Rc<ServerHello>)>>,
     pub(super) dial_lock: tokio::sync::Mutex<()>,
     pub(super) events: mpsc::UnboundedSender<ClientEvent>,
-    pub(super) state: RefCell<LinkState>,
-    pub(super) last_error: RefCell<Option<String>>,
+    /// The life this link writes what it shows under (`ConnShared`'s `Seen`: its state, last
+    /// error and live client, which views read there).
+    life: u64,
     /// The server's grant without a browser, read once from its resolved `oauth_client`.
     pub(super) service: Option<Arc<ServiceGrant>>,
     /// Which arguments each tool mirrors into headers; shared with the direct calls.
     pub(super) headers: ParamHeaders,
-    /// Ignored messages of clients already dropped.
-    pub(super) ignored: std::cell::Cell<u64>,
     /// Dials finished, and the error of the last one if it failed.
     pub(super) dials: std::cell::Cell<u64>,
     pub(super) last_dial_error: RefCell<Option<HandshakeError>>,
@@ -63,10 +63,10 @@ pub(super) struct DialGuard<'a>(&'a Link, bool);
 impl Drop for DialGuard<'_> {
     fn drop(&mut self) {
         if self.1 {
-            self.0.set_state(LinkState::Unavailable);
             self.0.dials.set(self.0.dials.get().wrapping_add(1));
             let e = HandshakeError::Timeout(self.0.startup_timeout());
-            *self.0.last_error.borrow_mut() = Some(e.to_string());
+            self.0
+                .show(LinkState::Unavailable, Some(Some(e.to_string())));
             *self.0.last_dial_error.borrow_mut() = Some(e);
         }
     }
@@ -82,6 +82,7 @@ impl Link {
         let secrets = secret_values(&server);
         crate::protocol::text::register_secrets(secrets.iter().map(String::as_str));
         let service = ServiceGrant::of(&server);
+        let life = shared.new_life();
         Rc::new(Link {
             redact: Redactor::new(secrets),
             server,
@@ -90,37 +91,52 @@ impl Link {
             client: RefCell::new(None),
             dial_lock: tokio::sync::Mutex::new(()),
             events,
-            state: RefCell::new(LinkState::Idle),
-            last_error: RefCell::new(None),
+            life,
             service,
             headers: ParamHeaders::default(),
-            ignored: std::cell::Cell::new(0),
             dials: std::cell::Cell::new(0),
             last_dial_error: RefCell::new(None),
             bearer: RefCell::new(None),
         })
     }
 
-    pub(super) fn ignored_messages(&self) -> u64 {
-        self.ignored.get()
-            + self
-                .client
-                .borrow()
-                .as_ref()
-                .map(|(c, _)| c.ignored_messages())
-                .unwrap_or(0)
-    }
-
     pub(super) fn name(&self) -> &str {
         &self.server.config.name
     }
 
+    /// The state this link shows.
+    pub(super) fn state(&self) -> LinkState {
+        self.shared.seen_state(self.life)
+    }
+
     /// The link's state; a change is told to whoever follows them (`state_changes`).
     pub(super) fn set_state(&self, state: LinkState) {
-        let before = self.state.replace(state);
-        if before != state {
-            if let Some(tx) = &self.ctx.state_changes {
-                let _ = tx.send(self.name().to_owned());
+        self.show(state, None);
+    }
+
+    /// The link's last error (cleaned of the server's secrets), its state unchanged.
+    pub(super) fn set_error(&self, error: String) {
+        self.update(|s| s.last_error = Some(error));
+    }
+
+    /// Show `state`, and `error` as the last error when it is given.
+    pub(super) fn show(&self, state: LinkState, error: Option<Option<String>>) {
+        self.update(|s| {
+            s.state = state;
+            if let Some(e) = error {
+                s.last_error = e;
+            }
+        });
+    }
+
+    /// Change what this link shows (nothing if a newer link took its place); a change of
+    /// state is told to whoever follows them (`state_changes`).
+    fn update(&self, change: impl FnOnce(&mut Seen)) {
+        if let Some((before, after)) = self.shared.update_seen(self.life, change) {
+            if before != after {
+                if let Some(tx) = &self.ctx.state_changes {
+                    let _ = tx.send(self.name().to_owned());
+                }
             }
         }
     }
@@ -145,7 +161,11 @@ impl Link {
         let taken = self.client.borrow_mut().take();
         if let Some((c, _)) = taken {
             self.shared.unpublish(&c);
-            self.ignored.set(self.ignored.get() + c.ignored_messages());
+            self.update(|s| {
+                if let Some((shown, _)) = s.client.take() {
+                    s.ignored += shown.ignored_messages();
+                }
+            });
             c.close();
         }
     }
@@ -205,18 +225,21 @@ impl Link {
                 let h = Rc::new(h);
                 *self.client.borrow_mut() = Some((c.clone(), h.clone()));
                 self.publish(&c);
-                self.set_state(LinkState::Connected);
-                *self.last_error.borrow_mut() = None;
+                self.update(|s| {
+                    s.client = Some((c.clone(), h.protocol.clone()));
+                    s.state = LinkState::Connected;
+                    s.last_error = None;
+                });
                 *self.last_dial_error.borrow_mut() = None;
                 Ok((c, h))
             }
             Err(e) => {
-                self.set_state(if matches!(e, HandshakeError::NeedsAuth { .. }) {
+                let state = if matches!(e, HandshakeError::NeedsAuth { .. }) {
                     LinkState::NeedsSignIn
                 } else {
                     LinkState::Unavailable
-                });
-                *self.last_error.borrow_mut() = Some(self.redact.clean(&e.message()));
+                };
+                self.show(state, Some(Some(self.redact.clean(&e.message()))));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
             }
@@ -475,7 +498,7 @@ impl Link {
             if let Some(t) = client_transport(&client) {
                 if let Err(e) = self.apply_bearer(&t).await {
                     let reason = e.message();
-                    *self.last_error.borrow_mut() = Some(self.redact.clean(&reason));
+                    self.set_error(self.redact.clean(&reason));
                     return Err(CallError::NeedsSignIn {
                         server: server(),
                         reason,

@@ -424,10 +424,9 @@ impl StreamHandler<ClientEvent> for Connection {
                 }
                 // Only a live client's end makes the link idle: the end of a client whose
                 // dial failed must not hide that the server is unavailable.
-                let connected = *self.link.state.borrow() == LinkState::Connected;
+                let connected = self.link.state() == LinkState::Connected;
                 if connected && self.link.current().is_none() {
-                    *self.link.last_error.borrow_mut() = Some(reason);
-                    self.link.set_state(LinkState::Idle);
+                    self.link.show(LinkState::Idle, Some(Some(reason)));
                 }
             }
         }
@@ -522,33 +521,6 @@ impl Handler<Call> for Connection {
     }
 }
 
-#[derive(Message)]
-#[rtype(result = "ConnStatus")]
-pub struct GetStatus;
-
-impl Handler<GetStatus> for Connection {
-    type Result = MessageResult<GetStatus>;
-
-    fn handle(&mut self, _: GetStatus, _ctx: &mut Self::Context) -> Self::Result {
-        self.shared.trip(PanicPoint::Status);
-        let current = self.link.current();
-        let pv: Option<ProtocolVersion> = current.as_ref().map(|(_, h)| h.protocol.clone());
-        let mut state = *self.link.state.borrow();
-        if current.is_none() && state == LinkState::Connected {
-            state = LinkState::Idle;
-        }
-        MessageResult(ConnStatus {
-            state,
-            era: pv.as_ref().map(|p| p.era),
-            protocol_version: pv.map(|p| p.version),
-            transport: transport_name(&self.server),
-            last_error: self.link.last_error.borrow().clone(),
-            restarts: self.shared.restarts(),
-            ignored_messages: self.link.ignored_messages(),
-        })
-    }
-}
-
 /// `stdio` or `http`.
 pub fn transport_name(server: &ResolvedServer) -> &'static str {
     match server.transport {
@@ -579,7 +551,6 @@ impl Handler<Close> for Connection {
 pub enum PanicPoint {
     Call,
     Watch,
-    Status,
     Close,
     /// The client event stream (`StreamHandler`).
     Event,

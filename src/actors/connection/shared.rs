@@ -1,7 +1,8 @@
 //! What outlives a restart of the Connection actor ([`ConnShared`]): the session's owner and
 //! the catalogue it advertises, the restart count, whether it was closed or failed, the log
-//! limiter, the tests' panic hooks, and the live client published for direct calls
-//! (`direct.rs`).
+//! limiter, the tests' panic hooks, the live client published for direct calls
+//! (`direct.rs`), and what the current link shows of itself (`Seen`), which a view reads
+//! without a message to the actor.
 //!
 //! Owns: that state, shared by every instance behind one handle. Must not touch: the client
 //! (it holds the published one, and only hands it out).
@@ -26,6 +27,25 @@ pub struct ConnShared {
     /// The live client a tool call may use from its caller's thread, published by the
     /// link that dialled it and taken back when that link drops it.
     direct: std::sync::RwLock<Option<Arc<Direct>>>,
+    /// What the current link shows of itself, written by the link as it changes.
+    seen: Mutex<Seen>,
+}
+
+/// What a view shows of the current link ([`ConnShared::status`]), written by the link
+/// (`link.rs`) as it changes, so that a view (a session's, the settings') never sends the
+/// actor a message: a session's 100 connections live on a few arbiters, busy at an open with
+/// dials and process spawns, and a view that asked each of them waited for the busiest.
+pub(super) struct Seen {
+    /// Which link writes: each new link (a restart, a close) starts a life, and what a link
+    /// of an earlier life still writes (a future left over from it) is ignored.
+    life: u64,
+    pub(super) state: LinkState,
+    pub(super) last_error: Option<String>,
+    /// The live client and the version it agreed: its closing and its ignored messages are
+    /// read off it when a view asks.
+    pub(super) client: Option<(McpClient, ProtocolVersion)>,
+    /// Ignored messages of this life's clients already dropped.
+    pub(super) ignored: u64,
 }
 
 impl ConnShared {
@@ -40,6 +60,93 @@ impl ConnShared {
             armed: AtomicU8::new(0),
             log_limit: Default::default(),
             direct: std::sync::RwLock::new(None),
+            seen: Mutex::new(Seen {
+                life: 0,
+                state: LinkState::Idle,
+                last_error: None,
+                client: None,
+                ignored: 0,
+            }),
+        }
+    }
+
+    /// A new link's life: what it shows starts idle, with no error, no client and nothing
+    /// ignored, as a fresh link is. Returns the life the link writes under.
+    pub(super) fn new_life(&self) -> u64 {
+        match self.seen.lock() {
+            Ok(mut g) => {
+                let life = g.life.wrapping_add(1);
+                let old = std::mem::replace(
+                    &mut *g,
+                    Seen {
+                        life,
+                        state: LinkState::Idle,
+                        last_error: None,
+                        client: None,
+                        ignored: 0,
+                    },
+                );
+                drop(g);
+                drop(old);
+                life
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Change what link `life` shows, if it is still the current life; answers the state
+    /// before and after, or `None` for a link of an earlier life.
+    pub(super) fn update_seen(
+        &self,
+        life: u64,
+        change: impl FnOnce(&mut Seen),
+    ) -> Option<(LinkState, LinkState)> {
+        let mut g = self.seen.lock().ok()?;
+        if g.life != life {
+            return None;
+        }
+        let before = g.state;
+        change(&mut g);
+        Some((before, g.state))
+    }
+
+    /// The state link `life` shows (`Closed` for a link of an earlier life: it is gone).
+    pub(super) fn seen_state(&self, life: u64) -> LinkState {
+        match self.seen.lock() {
+            Ok(g) if g.life == life => g.state,
+            _ => LinkState::Closed,
+        }
+    }
+
+    /// The current link's status, as it wrote it, with the client's closing and ignored
+    /// messages read now: a connected link whose client has closed shows idle.
+    pub(crate) fn status(&self, transport: &'static str) -> ConnStatus {
+        let (state, live, last_error, ignored) = match self.seen.lock() {
+            Ok(g) => {
+                let live = g.client.as_ref().filter(|(c, _)| !c.is_closed());
+                let ignored =
+                    g.ignored + g.client.as_ref().map_or(0, |(c, _)| c.ignored_messages());
+                (
+                    g.state,
+                    live.map(|(_, p)| p.clone()),
+                    g.last_error.clone(),
+                    ignored,
+                )
+            }
+            Err(_) => (LinkState::Idle, None, Some("restarting".into()), 0),
+        };
+        let state = match state {
+            LinkState::Connected if live.is_none() => LinkState::Idle,
+            s => s,
+        };
+        ConnStatus {
+            state,
+            era: live.as_ref().map(|p| p.era),
+            protocol_version: live.map(|p| p.version),
+            transport,
+            last_error,
+            restarts: self.restarts(),
+            ignored_messages: ignored,
         }
     }
 
@@ -139,5 +246,61 @@ impl ConnShared {
         {
             panic!("injected panic in {point:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connected(client: &McpClient) -> impl FnOnce(&mut Seen) + '_ {
+        move |s| {
+            s.client = Some((client.clone(), ProtocolVersion::modern()));
+            s.state = LinkState::Connected;
+            s.last_error = None;
+        }
+    }
+
+    #[test]
+    fn a_view_reads_what_the_current_link_showed_and_never_an_earlier_one() {
+        let shared = ConnShared::new("fx");
+        let first = shared.new_life();
+        let st = shared.status("stdio");
+        assert_eq!(
+            (st.state, st.era, st.last_error),
+            (LinkState::Idle, None, None)
+        );
+
+        let (client, _sink, _events) = McpClient::new();
+        assert_eq!(
+            shared.update_seen(first, connected(&client)),
+            Some((LinkState::Idle, LinkState::Connected))
+        );
+        let st = shared.status("stdio");
+        assert_eq!(st.state, LinkState::Connected);
+        assert_eq!(st.era, Some(ProtocolVersion::modern().era));
+        assert_eq!(st.protocol_version, Some(ProtocolVersion::modern().version));
+        assert_eq!(st.transport, "stdio");
+
+        // A client that closed on its own (its server died) shows idle, with no version.
+        client.close();
+        let st = shared.status("stdio");
+        assert_eq!((st.state, st.era), (LinkState::Idle, None));
+
+        // A fresh link: what the earlier one still writes is ignored.
+        let second = shared.new_life();
+        assert_eq!(
+            shared.update_seen(first, |s| {
+                s.state = LinkState::Unavailable;
+                s.last_error = Some("late".into());
+            }),
+            None
+        );
+        assert_eq!(shared.seen_state(first), LinkState::Closed);
+        let st = shared.status("stdio");
+        assert_eq!((st.state, st.last_error), (LinkState::Idle, None));
+        let (client, _sink, _events) = McpClient::new();
+        shared.update_seen(second, connected(&client));
+        assert_eq!(shared.seen_state(second), LinkState::Connected);
     }
 }
