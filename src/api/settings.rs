@@ -193,7 +193,7 @@ fn secrets_set(creds: Option<&Credentials>, name: &str, def: &Value) -> Value {
 
 /// What the daemon knows of a server's connection, best first: a session's live connection,
 /// the last strict save's trial, why a session left it out, the saved catalogue.
-async fn status_of(
+fn status_of(
     state: &AppState,
     sessions: &[Arc<SessionHandle>],
     cfg: &ServerConfig,
@@ -346,7 +346,7 @@ async fn view(state: &AppState, read: &Read) -> Value {
                             .as_ref()
                             .and_then(|r| r.as_ref().ok())
                             .map(|r| r.fingerprint.clone());
-                        status_of(state, &sessions, cfg, fp.as_deref(), &saved).await
+                        status_of(state, &sessions, cfg, fp.as_deref(), &saved)
                     }
                 };
                 let url = match &cfg.transport {
