@@ -8,7 +8,8 @@
 mod common;
 use actix::prelude::*;
 use albedo_mcp::actors::connection::{
-    ArmPanic, CallError, CallTarget, ConnContext, DialLimit, LinkState, PanicPoint, RestartPolicy,
+    ArmPanic, Barrier, CallError, CallTarget, ConnContext, DialLimit, LinkState, PanicPoint,
+    RestartPolicy,
 };
 use albedo_mcp::actors::handle::ConnHandle;
 use albedo_mcp::actors::registry::{Count, Registry, StartConnection};
@@ -453,9 +454,11 @@ async fn a_check_waiting_its_turn_is_cancelled_by_the_close_and_never_dials() {
     let checks = c.checks.clone();
     let held = checks.try_hold().expect("the one place");
     let conn = start(&registry, pidfile.path(), c).await;
-    // The check starts and waits for the place held here; then the close.
+    // The check starts and waits for the place held here (the barrier is handled after the
+    // `Watch`, and the check it spawned runs before the next message: the close); then the
+    // close.
     conn.watch(Sink::start_default().recipient(), None, true);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    conn.send(Barrier).await.expect("the actor answers");
     conn.close();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // A waiter still queued would be handed the place as it is freed.

@@ -565,6 +565,19 @@ pub enum PanicPoint {
     DirectCall,
 }
 
+/// A round trip through the actor's mailbox, answered once everything sent before it was
+/// handled (tests: a `Watch`'s check has started when it answers).
+#[doc(hidden)]
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Barrier;
+
+impl Handler<Barrier> for Connection {
+    type Result = ();
+
+    fn handle(&mut self, _: Barrier, _ctx: &mut Self::Context) {}
+}
+
 /// Arm a panic point: the next handler of that kind panics, uncaught.
 #[doc(hidden)]
 #[derive(Message)]
