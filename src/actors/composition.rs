@@ -904,9 +904,8 @@ impl Handler<GetView> for Composition {
 
     fn handle(&mut self, _: GetView, _ctx: &mut Self::Context) -> Self::Result {
         // Each connection's status as its link last showed it: no message to any of them.
-        let act = &*self;
-        let servers = act.current.as_ref().map_or(&[][..], |p| &p.servers[..]);
-        let snap = act.shared.load();
+        let servers = self.current.as_ref().map_or(&[][..], |p| &p.servers[..]);
+        let snap = self.shared.load();
         let counts = snap.tool_counts();
         let mut views = Vec::new();
         let mut context = Vec::new();
@@ -947,36 +946,36 @@ impl Handler<GetView> for Composition {
                 last_error: st.and_then(|x| x.last_error.clone()),
                 restarts: st.map(|x| x.restarts).unwrap_or(0),
                 ignored_messages: st.map(|x| x.ignored_messages).unwrap_or(0),
-                switched_off: act.off.contains(&s.config.name),
+                switched_off: self.off.contains(&s.config.name),
                 extension: if s.editor {
                     crate::editor::EXTENSION
                 } else {
                     "mcp"
                 },
-                hidden: s.editor && !act.editor_enabled(),
+                hidden: s.editor && !self.editor_enabled(),
                 deferred,
             });
-            if !s.editor || act.editor_enabled() {
+            if !s.editor || self.editor_enabled() {
                 context.extend(context_line(s, state, tools, deferred));
             }
         }
         MessageResult(SessionView {
-            id: act.id.clone(),
-            generation: act.generation,
-            enabled: act.enabled(),
+            id: self.id.clone(),
+            generation: self.generation,
+            enabled: self.enabled(),
             servers: views,
-            warnings: act.warnings.clone(),
+            warnings: self.warnings.clone(),
             context,
-            error: act.last_error.clone(),
+            error: self.last_error.clone(),
             editor_mcp: EditorView {
-                enabled: act.editor_enabled(),
+                enabled: self.editor_enabled(),
                 transports: [("stdio", true), ("http", true), ("sse", false)]
                     .into_iter()
                     .collect(),
             },
-            defer_tools: act.defer_choice,
+            defer_tools: self.defer_choice,
             deferred: snap.deferred.tools.len(),
-            loaded: act.loaded.clone(),
+            loaded: self.loaded.clone(),
         })
     }
 }

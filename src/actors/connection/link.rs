@@ -65,8 +65,7 @@ impl Drop for DialGuard<'_> {
         if self.1 {
             self.0.dials.set(self.0.dials.get().wrapping_add(1));
             let e = HandshakeError::Timeout(self.0.startup_timeout());
-            self.0
-                .show(LinkState::Unavailable, Some(Some(e.to_string())));
+            self.0.fail(LinkState::Unavailable, e.to_string());
             *self.0.last_dial_error.borrow_mut() = Some(e);
         }
     }
@@ -111,7 +110,7 @@ impl Link {
 
     /// The link's state; a change is told to whoever follows them (`state_changes`).
     pub(super) fn set_state(&self, state: LinkState) {
-        self.show(state, None);
+        self.update(|s| s.state = state);
     }
 
     /// The link's last error (cleaned of the server's secrets), its state unchanged.
@@ -119,13 +118,11 @@ impl Link {
         self.update(|s| s.last_error = Some(error));
     }
 
-    /// Show `state`, and `error` as the last error when it is given.
-    pub(super) fn show(&self, state: LinkState, error: Option<Option<String>>) {
+    /// Show `state` with `error` as the last error (cleaned of the server's secrets).
+    pub(super) fn fail(&self, state: LinkState, error: String) {
         self.update(|s| {
             s.state = state;
-            if let Some(e) = error {
-                s.last_error = e;
-            }
+            s.last_error = Some(error);
         });
     }
 
@@ -239,7 +236,7 @@ impl Link {
                 } else {
                     LinkState::Unavailable
                 };
-                self.show(state, Some(Some(self.redact.clean(&e.message()))));
+                self.fail(state, self.redact.clean(&e.message()));
                 *self.last_dial_error.borrow_mut() = Some(e.clone());
                 Err(e)
             }

@@ -426,7 +426,7 @@ impl StreamHandler<ClientEvent> for Connection {
                 // dial failed must not hide that the server is unavailable.
                 let connected = self.link.state() == LinkState::Connected;
                 if connected && self.link.current().is_none() {
-                    self.link.show(LinkState::Idle, Some(Some(reason)));
+                    self.link.fail(LinkState::Idle, reason);
                 }
             }
         }

@@ -48,6 +48,19 @@ pub(super) struct Seen {
     pub(super) ignored: u64,
 }
 
+impl Seen {
+    /// What a fresh link of `life` shows: idle, no error, no client, nothing ignored.
+    fn fresh(life: u64) -> Seen {
+        Seen {
+            life,
+            state: LinkState::Idle,
+            last_error: None,
+            client: None,
+            ignored: 0,
+        }
+    }
+}
+
 impl ConnShared {
     pub fn new(name: &str) -> ConnShared {
         ConnShared {
@@ -60,13 +73,7 @@ impl ConnShared {
             armed: AtomicU8::new(0),
             log_limit: Default::default(),
             direct: std::sync::RwLock::new(None),
-            seen: Mutex::new(Seen {
-                life: 0,
-                state: LinkState::Idle,
-                last_error: None,
-                client: None,
-                ignored: 0,
-            }),
+            seen: Mutex::new(Seen::fresh(0)),
         }
     }
 
@@ -75,20 +82,8 @@ impl ConnShared {
     pub(super) fn new_life(&self) -> u64 {
         match self.seen.lock() {
             Ok(mut g) => {
-                let life = g.life.wrapping_add(1);
-                let old = std::mem::replace(
-                    &mut *g,
-                    Seen {
-                        life,
-                        state: LinkState::Idle,
-                        last_error: None,
-                        client: None,
-                        ignored: 0,
-                    },
-                );
-                drop(g);
-                drop(old);
-                life
+                *g = Seen::fresh(g.life.wrapping_add(1));
+                g.life
             }
             Err(_) => 0,
         }
