@@ -51,7 +51,7 @@ pub enum Spawn {
     /// answer's wake is one of the set's, and tokio wakes the thread once for all the remote
     /// wakes of a set between two of its polls: at 256 calls in flight on one stdio server,
     /// the daemon's `write`s fell from one per call to one per eleven, and its calls per
-    /// second rose by 10-20 % (README, "Benchmarks").
+    /// second rose by 10-20 % (`benches/NOTES.md`).
     LocalSet,
 }
 

@@ -70,7 +70,7 @@ static OFF_THREAD: AtomicUsize = AtomicUsize::new(0);
 /// load the arbiter is awake anyway to read answers, while a worker that writes to many idle
 /// servers wakes each of them on its own core and is preempted by them: with 200 sessions x 5
 /// servers at 256 calls in flight, writing here always cost 20-30 % of the calls per second
-/// (`albedo-mcp-bench --only scale`; README, "Benchmarks"). A thread the server's reader moved
+/// (`albedo-mcp-bench --only scale`; `benches/NOTES.md`). A thread the server's reader moved
 /// to writes at any load: it is woken by that server's answers anyway, and the arbiter need not
 /// be woken at all (the agent fleet: some 10 % less of the daemon's CPU per call; one server
 /// at 256 calls in flight, its reader moved earlier: that worker's half of the calls).
