@@ -18,7 +18,7 @@
 
 use super::connection::{
     Call, CallError, CallTarget, Close, ConnShared, ConnStatus, Connection, Discover,
-    DiscoverError, LinkState, Spawn, Watch,
+    DiscoverError, Spawn, Watch,
 };
 use crate::protocol::model::Catalogue;
 use actix::prelude::*;
@@ -255,26 +255,8 @@ impl ConnHandle {
     /// The connection's status, as its link last showed it (`ConnShared::status`): read
     /// without a message to the actor, so a view never waits for a busy arbiter.
     pub fn status(&self) -> ConnStatus {
-        let fallback = |state: LinkState, last_error: Option<String>| ConnStatus {
-            state,
-            era: None,
-            protocol_version: None,
-            transport: self.0.transport,
-            last_error,
-            restarts: self.restarts(),
-            ignored_messages: 0,
-        };
-        // A view never waits for a restart in progress: it says so.
-        if self.0.shared.is_closed() {
-            return fallback(LinkState::Closed, None);
-        }
-        if let Some(f) = self.0.shared.failed() {
-            return fallback(LinkState::Failed, Some(f));
-        }
-        match self.0.current().filter(|a| a.connected()) {
-            Some(_) => self.0.shared.status(self.0.transport),
-            None => fallback(LinkState::Idle, Some("restarting".into())),
-        }
+        let live_actor = self.0.current().is_some_and(|a| a.connected());
+        self.0.shared.status(self.0.transport, live_actor)
     }
 
     /// Close for good: later calls answer `not_run`; the supervisor never restarts it.

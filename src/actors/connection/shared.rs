@@ -113,26 +113,38 @@ impl ConnShared {
         }
     }
 
-    /// The current link's status, as it wrote it, with the client's closing and ignored
-    /// messages read now: a connected link whose client has closed shows idle.
-    pub(crate) fn status(&self, transport: &'static str) -> ConnStatus {
-        let (state, live, last_error, ignored) = match self.seen.lock() {
-            Ok(g) => {
-                let live = g.client.as_ref().filter(|(c, _)| !c.is_closed());
-                let ignored =
-                    g.ignored + g.client.as_ref().map_or(0, |(c, _)| c.ignored_messages());
-                (
-                    g.state,
-                    live.map(|(_, p)| p.clone()),
-                    g.last_error.clone(),
-                    ignored,
-                )
+    /// The connection's status: closed or failed as marked here; "restarting" when no actor
+    /// is live (`live_actor` false) or the status cannot be read; else the current link's,
+    /// as it wrote it, with the client's closing and ignored messages read now (a connected
+    /// link whose client has closed shows idle). Never a message to the actor: a view never
+    /// waits for a restart in progress or a busy arbiter.
+    pub(crate) fn status(&self, transport: &'static str, live_actor: bool) -> ConnStatus {
+        let restarting = || (LinkState::Idle, None, Some("restarting".into()), 0);
+        let (state, live, last_error, ignored) = if self.is_closed() {
+            (LinkState::Closed, None, None, 0)
+        } else if let Some(f) = self.failed() {
+            (LinkState::Failed, None, Some(f), 0)
+        } else if !live_actor {
+            restarting()
+        } else {
+            match self.seen.lock() {
+                Ok(g) => {
+                    let live = g.client.as_ref().filter(|(c, _)| !c.is_closed());
+                    let ignored =
+                        g.ignored + g.client.as_ref().map_or(0, |(c, _)| c.ignored_messages());
+                    let state = match g.state {
+                        LinkState::Connected if live.is_none() => LinkState::Idle,
+                        s => s,
+                    };
+                    (
+                        state,
+                        live.map(|(_, p)| p.clone()),
+                        g.last_error.clone(),
+                        ignored,
+                    )
+                }
+                Err(_) => restarting(),
             }
-            Err(_) => (LinkState::Idle, None, Some("restarting".into()), 0),
-        };
-        let state = match state {
-            LinkState::Connected if live.is_none() => LinkState::Idle,
-            s => s,
         };
         ConnStatus {
             state,
@@ -260,7 +272,7 @@ mod tests {
     fn a_view_reads_what_the_current_link_showed_and_never_an_earlier_one() {
         let shared = ConnShared::new("fx");
         let first = shared.new_life();
-        let st = shared.status("stdio");
+        let st = shared.status("stdio", true);
         assert_eq!(
             (st.state, st.era, st.last_error),
             (LinkState::Idle, None, None)
@@ -271,7 +283,7 @@ mod tests {
             shared.update_seen(first, connected(&client)),
             Some((LinkState::Idle, LinkState::Connected))
         );
-        let st = shared.status("stdio");
+        let st = shared.status("stdio", true);
         assert_eq!(st.state, LinkState::Connected);
         assert_eq!(st.era, Some(ProtocolVersion::modern().era));
         assert_eq!(st.protocol_version, Some(ProtocolVersion::modern().version));
@@ -279,7 +291,7 @@ mod tests {
 
         // A client that closed on its own (its server died) shows idle, with no version.
         client.close();
-        let st = shared.status("stdio");
+        let st = shared.status("stdio", true);
         assert_eq!((st.state, st.era), (LinkState::Idle, None));
 
         // A fresh link: what the earlier one still writes is ignored.
@@ -292,7 +304,7 @@ mod tests {
             None
         );
         assert_eq!(shared.seen_state(first), LinkState::Closed);
-        let st = shared.status("stdio");
+        let st = shared.status("stdio", true);
         assert_eq!((st.state, st.last_error), (LinkState::Idle, None));
         let (client, _sink, _events) = McpClient::new();
         shared.update_seen(second, connected(&client));
