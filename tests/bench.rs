@@ -1,7 +1,7 @@
 //! The benchmark's contract (README, "Benchmarks"), in its quick mode (tiny sizes, a debug
 //! build: figures mean nothing here, their presence does): one run measures every client side
 //! by side on the same servers (the floor at one call in flight, albedo's client, rmcp, the
-//! TypeScript SDK v2 client, the daemon's API over TCP and over its Unix socket) at 1, 16 and 256 calls in flight, the real
+//! TypeScript SDK v2 client, the daemon's API over TCP and over its Unix socket, the relay) at 1, 16 and 256 calls in flight, the real
 //! servers, the Python binding beside httpx, session open, large results and scale, and its
 //! `--json` output has one record per measurement with the figures the issue names, the
 //! ratios and the targets. A client or step that cannot run fails the run. This is the run that keeps the bench from rotting.
@@ -63,6 +63,11 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             let f = find("http_floor_load", "loadgen", c);
             assert!(f.get("failed").is_none(), "{f}");
             assert!(f["calls_per_s"].as_f64().unwrap() > 0.0, "{f}");
+            // The relay (albedo's client behind a minimal HTTP server on one thread) under
+            // the API's load generator, over stdio at every level.
+            if scenario == "roundtrip_stdio" {
+                clients.push("relay");
+            }
             for client in clients {
                 let r = find(scenario, client, c);
                 assert!(r.get("failed").is_none(), "{r}");
@@ -106,6 +111,13 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                         share["cpu_bound_share_of_client_calls_per_s"].is_number(),
                         "{share}"
                     );
+                    // The relay's share and p99, measured at the same level.
+                    for k in [
+                        "relay_share_of_client_calls_per_s",
+                        "relay_p99_over_client_p99",
+                    ] {
+                        assert!(share[k].is_number(), "{k}: {share}");
+                    }
                 }
             }
             assert!(ratio["albedo_vs_ts_calls_per_s"].is_number(), "{ratio}");
@@ -232,6 +244,7 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
         ("fleet_sessions", "albedo"),
         ("fleet_sessions", "rmcp"),
         ("fleet_sessions", "ts-sdk-v2"),
+        ("fleet_sessions", "relay"),
         ("fleet_http_floor", "loadgen"),
     ] {
         let r = records
@@ -259,6 +272,7 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                 "albedo's client alone: p99",
                 "rmcp alone: p99",
                 "the TypeScript client alone: p99",
+                "the relay: p99",
                 "the HTTP floor: p99"
             ]
             .iter()

@@ -115,13 +115,13 @@ fn shared_tls() -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
 }
 
 /// One client connected to the job's server (handshake done), with what it needs kept alive.
-struct Connected {
-    client: McpClient,
+pub(crate) struct Connected {
+    pub(crate) client: McpClient,
     /// The client's events, unread: kept so that its sink stays open.
-    events: tokio::sync::mpsc::UnboundedReceiver<albedo_mcp::client::ClientEvent>,
+    pub(crate) events: tokio::sync::mpsc::UnboundedReceiver<albedo_mcp::client::ClientEvent>,
 }
 
-async fn connect(job: &Value) -> Result<Connected, String> {
+pub(crate) async fn connect(job: &Value) -> Result<Connected, String> {
     let (client, sink, events) = McpClient::new();
     let transport: Result<SharedTransport, String> = match job["transport"].as_str() {
         Some("stdio") => {

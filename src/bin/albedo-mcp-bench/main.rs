@@ -22,7 +22,8 @@
 //! code it was built from: `__stdio-server`, `__http-server` (the minimal servers),
 //! `__client` (albedo's client library under load), `__floor-client` (the same calls, one at
 //! a time, by a blocking loop with no MCP library: the machine's own round trip, see
-//! floor.rs), `__daemon` (`albedo-mcp serve`),
+//! floor.rs), `__relay` (albedo's client behind a minimal HTTP server on one thread: the
+//! least a daemon could be, see relay.rs), `__daemon` (`albedo-mcp serve`),
 //! `launch` (the stdio launcher). The rmcp client is the workspace member
 //! `benches/rmcp-client` (built on first use with `cargo build -p albedo-bench-rmcp-client`,
 //! so the daemon never links rmcp); the TypeScript client is `benches/ts-client.mjs`.
@@ -38,6 +39,7 @@ mod measure;
 mod procs;
 mod python;
 mod real;
+mod relay;
 mod roundtrip;
 mod scale;
 mod schedule;
@@ -76,6 +78,10 @@ fn main() {
             server::run_http(&server::ServerOpts::parse(&args[2..]))
         }
         Some("__client") => client::run(args.get(2).map(String::as_str).unwrap_or("{}")),
+        Some("__relay") => {
+            end_with_parent(nix::libc::SIGKILL);
+            relay::run(args.get(2).map(String::as_str).unwrap_or("{}"))
+        }
         Some("__floor-client") => floor::run(args.get(2).map(String::as_str).unwrap_or("{}")),
         Some("__daemon") => {
             // SIGTERM: the daemon closes its connections, and the launchers end the servers.
@@ -287,6 +293,9 @@ const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
 const FLEET_SCENARIO: &str = "fleet_sessions";
 const FLEET_FLOOR_SCENARIO: &str = "fleet_http_floor";
 
+/// The relay (relay.rs): the least a daemon could be, albedo's client behind a minimal HTTP
+/// server on one thread, driven by the API's load generator and schedules.
+const RELAY: &str = "relay";
 /// A blocking loop with no MCP library: the machine's own round trip (see floor.rs).
 const FLOOR: &str = "floor";
 /// The Python binding (src/python), and the same calls made with httpx directly.

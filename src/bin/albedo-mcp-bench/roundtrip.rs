@@ -1,7 +1,7 @@
 //! Round trips (`--only roundtrip`): one connection to the bench's own stdio and HTTP servers
 //! at 1, 16 and 256 calls in flight, from each client (the floor, albedo, rmcp, the TypeScript
 //! SDK), then the same calls through the daemon's API over TCP and over its socket, and the HTTP
-//! floor under load.
+//! floor and the relay (relay.rs) under load.
 //!
 //! Owns: those scenarios' records. Must not touch: the summary (summary.rs reads the records).
 
@@ -33,7 +33,27 @@ impl Bench {
             }
         }
         self.http_floor_load(rep);
+        self.relay_load(rep);
         self.api_roundtrip(rep);
+    }
+
+    /// The relay (relay.rs) on one stdio server, under the API's load generator at each
+    /// level: the API's calls over stdio with the least a daemon could add. CPU is the
+    /// relay's (its server's is not counted, as the daemon's is not).
+    pub(crate) fn relay_load(&mut self, rep: usize) {
+        let Some((p, addr)) = self.start_relay(1) else {
+            return;
+        };
+        let paths = ["/0".to_owned()];
+        for c in self.sizes.levels.clone() {
+            let c = c as usize;
+            let conns = (0..c).map(|_| httpc::Conn::new(&addr, "")).collect();
+            let r = self.timed_load(conns, &paths, ECHO_BODY, p.pid(), self.sizes.duration_ms);
+            let mut rec = r.record("roundtrip_stdio", RELAY, c);
+            rec["rep"] = json!(rep);
+            rec["cpu_note"] = json!("the relay's CPU per call");
+            self.push(rec);
+        }
     }
 
     /// The HTTP floor under load: the API's own load generator (the same keep-alive

@@ -1,7 +1,7 @@
 //! Scale (`--only scale`): 1,000 idle HTTP connections, 200 sessions x 5 stdio servers, and the
 //! agent fleet (those sessions, one call each every 10 ms), through the API and, for what it is
 //! read against, through each client alone (albedo's, rmcp, the TypeScript client: `alone.rs`)
-//! and, for the fleet, at the HTTP floor.
+//! and, for the fleet, through the relay (relay.rs) and at the HTTP floor.
 //!
 //! Owns: those scenarios' records. Must not touch: the summary.
 
@@ -154,7 +154,8 @@ impl Bench {
     /// The same servers, calls and fleet without the daemon, on the same machine right after
     /// it: each client alone at `m` x `k` servers like the daemon's (`alone.rs`; albedo's on
     /// one thread, no HTTP), and the fleet's schedule with the API's load generator straight
-    /// at the bench's HTTP server (the HTTP floor, no stdio server behind it). What the API's
+    /// at the bench's HTTP server (the HTTP floor, no stdio server behind it) and at the relay
+    /// on as many stdio servers (each session's calls round its own `k`). What the API's
     /// figures are read against.
     fn fleet_without_daemon(&mut self, m: usize, k: usize) {
         for who in alone::ALONE_STDIO {
@@ -180,6 +181,14 @@ impl Bench {
             let slow = out["slow_windows"].as_u64().unwrap_or(0) as usize;
             let extra = self.fleet_fields(m, slow);
             self.many_record(fleet_scenario(who), who, &out, "fleet", &extra);
+        }
+        if let Some((p, addr)) = self.start_relay(m * k) {
+            let paths: Vec<Vec<String>> = (0..m)
+                .map(|s| (0..k).map(|i| format!("/{}", s * k + i)).collect())
+                .collect();
+            let conn = || httpc::Conn::new(&addr, "");
+            let rec = self.fleet(p.pid(), conn, &paths, ECHO_BODY, RELAY);
+            self.push(rec);
         }
         if let Some((pid, addr)) = self.http_floor_server() {
             let paths = vec![vec!["/mcp".to_owned()]; m];

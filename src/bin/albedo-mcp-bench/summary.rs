@@ -252,6 +252,30 @@ impl Bench {
                             ratio["cpu_bound_share_of_client_calls_per_s"] = json!(bound);
                             detail += &text;
                         }
+                        // The relay (relay.rs), the least a daemon could be, measured at the
+                        // same level: its share, p99 and CPU per call beside the API's.
+                        let relay = (
+                            self.median(scenario, RELAY, top, "calls_per_s"),
+                            self.median(scenario, RELAY, top, "p99_us"),
+                            self.median(scenario, RELAY, top, "cpu_us_per_call"),
+                        );
+                        let api_cpu = self.median(scenario, who, top, "cpu_us_per_call");
+                        if let (Some(r), Some(r99), Some(rcpu), Some(acpu)) =
+                            (relay.0, relay.1, relay.2, api_cpu)
+                        {
+                            ratio["relay_share_of_client_calls_per_s"] = json!(r.0 / c.0.max(1.0));
+                            ratio["relay_p99_over_client_p99"] = json!(r99.0 / c99.0.max(1.0));
+                            detail += &format!(
+                                "; the relay (albedo's client behind a minimal HTTP server on one \
+                                 thread) under the same load: {:.0}% ({:.0} calls/s, p99 {:.0} \
+                                 us) at {:.1} us of its CPU per call, the API at {:.1}",
+                                100.0 * r.0 / c.0.max(1.0),
+                                r.0,
+                                r99.0,
+                                rcpu.0,
+                                acpu.0
+                            );
+                        }
                         ratios.push(ratio);
                         target(
                             format!("{scenario} c={top}: {who} >= 25% of the client's calls/s"),
@@ -322,6 +346,7 @@ impl Bench {
                 (ALBEDO, "albedo's client alone"),
                 (RMCP, "rmcp alone"),
                 (TS, "the TypeScript client alone"),
+                (RELAY, "the relay"),
                 (LOADGEN, "the HTTP floor"),
             ]
             .iter()
