@@ -3,6 +3,7 @@
 //! bodies. Over TCP it sends the daemon's API token (`Authorization: Bearer`), as every TCP
 //! client must; over the daemon's Unix socket none (the socket's permissions are the check).
 
+use crate::server::find;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -61,10 +62,6 @@ impl Head {
         }
         h
     }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 impl Conn {

@@ -1,7 +1,7 @@
 //! The relay (`albedo-mcp-bench __relay '<job JSON>'`): the least a daemon could be, to read
 //! the API's figures against. One thread (a single-threaded runtime, as albedo's client alone
-//! runs), a minimal HTTP/1.1 keep-alive server written by hand (the bench HTTP server's, with
-//! `Content-Length` bodies only), and albedo's client on the job's stdio servers: a POST to
+//! runs), a minimal HTTP/1.1 keep-alive server written by hand (with the bench HTTP server's
+//! head parser, `server::Head`; `Content-Length` bodies only), and albedo's client on the job's stdio servers: a POST to
 //! `/<k>` with the API's call body (`{"arguments": {...}}`) sends `tools/call` of the job's tool
 //! to server `k` with the arguments as their text, and answers `{"result": ...}` with the
 //! result as its text. No token, no Host check, no session, no router, no second thread: what
@@ -14,6 +14,7 @@
 
 use crate::client::{connect, parse_job, Connected};
 use crate::measure;
+use crate::server::{announce_port, find, Head};
 use albedo_mcp::client::McpClient;
 use albedo_mcp::protocol::params::Params;
 use serde_json::value::RawValue;
@@ -54,9 +55,7 @@ async fn serve(job: Value) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let pf = job["port_file"].as_str().ok_or("no port_file")?;
-    let tmp = format!("{pf}.tmp");
-    std::fs::write(&tmp, format!("{port}\n")).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, pf).map_err(|e| e.to_string())?;
+    announce_port(pf, port).map_err(|e| e.to_string())?;
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -72,10 +71,6 @@ async fn serve(job: Value) -> Result<(), String> {
 struct CallBody<'a> {
     #[serde(borrow)]
     arguments: &'a RawValue,
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// One keep-alive connection: a request's head and body read into `buf`, its call made, its
@@ -97,15 +92,9 @@ async fn http_conn(
                 return Ok(());
             }
         };
-        let head = std::str::from_utf8(&buf[..head_end]).unwrap_or("");
-        let path = head.split(' ').nth(1).unwrap_or("");
-        let server = path.trim_start_matches('/').parse::<usize>().ok();
-        let len = head
-            .split("\r\n")
-            .filter_map(|l| l.split_once(':'))
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-            .unwrap_or(0);
+        let head = Head::parse(std::str::from_utf8(&buf[..head_end]).unwrap_or(""));
+        let server = head.path.trim_start_matches('/').parse::<usize>().ok();
+        let len = head.len;
         while buf.len() < head_end + len {
             if stream.read_buf(&mut buf).await? == 0 {
                 return Ok(());

@@ -281,9 +281,7 @@ pub fn run_http(opts: &ServerOpts) -> i32 {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         match &opts.port_file {
             Some(f) => {
-                let tmp = format!("{f}.tmp");
-                let _ = std::fs::write(&tmp, format!("{port}\n"));
-                let _ = std::fs::rename(&tmp, f);
+                let _ = announce_port(f, port);
             }
             None => println!("{port}"),
         }
@@ -300,8 +298,54 @@ pub fn run_http(opts: &ServerOpts) -> i32 {
     })
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+/// Write `port` to `file` for the bench to read, whole or not at all (a temporary file
+/// renamed into place).
+pub(crate) fn announce_port(file: &str, port: u16) -> std::io::Result<()> {
+    let tmp = format!("{file}.tmp");
+    std::fs::write(&tmp, format!("{port}\n"))?;
+    std::fs::rename(&tmp, file)
+}
+
+/// Where `needle` first occurs in `hay`.
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// What the bench's HTTP servers (this one and the relay) read of a request's head: its
+/// method and path, its `Content-Length` (0 when absent or unreadable) and whether it asks
+/// to close the connection.
+pub(crate) struct Head<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub len: usize,
+    pub close: bool,
+}
+
+impl<'a> Head<'a> {
+    /// `head`: the request line and header lines, up to the blank line.
+    pub(crate) fn parse(head: &'a str) -> Head<'a> {
+        let mut lines = head.split("\r\n");
+        let mut rl = lines.next().unwrap_or("").split(' ');
+        let method = rl.next().unwrap_or("");
+        let path = rl.next().unwrap_or("");
+        let (mut len, mut close) = (0usize, false);
+        for l in lines {
+            if let Some((k, v)) = l.split_once(':') {
+                let v = v.trim();
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.parse().unwrap_or(0);
+                } else if k.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close") {
+                    close = true;
+                }
+            }
+        }
+        Head {
+            method,
+            path,
+            len,
+            close,
+        }
+    }
 }
 
 async fn http_conn(
@@ -331,23 +375,9 @@ async fn http_conn(
             }
             buf.extend_from_slice(&chunk[..n]);
         };
-        let head = std::str::from_utf8(&buf[start..head_end]).unwrap_or("");
-        let mut lines = head.split("\r\n");
-        let mut rl = lines.next().unwrap_or("").split(' ');
-        let method = rl.next().unwrap_or("").to_owned();
-        let path = rl.next().unwrap_or("").to_owned();
-        let mut len = 0usize;
-        let mut close = false;
-        for l in lines {
-            if let Some((k, v)) = l.split_once(':') {
-                let v = v.trim();
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.parse().unwrap_or(0);
-                } else if k.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close") {
-                    close = true;
-                }
-            }
-        }
+        let head = Head::parse(std::str::from_utf8(&buf[start..head_end]).unwrap_or(""));
+        let (method, path) = (head.method.to_owned(), head.path.to_owned());
+        let (len, close) = (head.len, head.close);
         // The body.
         while buf.len() < head_end + len {
             let mut chunk = vec![0u8; (head_end + len - buf.len()).min(1 << 20)];

@@ -254,15 +254,12 @@ impl Bench {
                         }
                         // The relay (relay.rs), the least a daemon could be, measured at the
                         // same level: its share, p99 and CPU per call beside the API's.
-                        let relay = (
+                        if let (Some(r), Some(r99), Some(rcpu), Some(acpu)) = (
                             self.median(scenario, RELAY, top, "calls_per_s"),
                             self.median(scenario, RELAY, top, "p99_us"),
                             self.median(scenario, RELAY, top, "cpu_us_per_call"),
-                        );
-                        let api_cpu = self.median(scenario, who, top, "cpu_us_per_call");
-                        if let (Some(r), Some(r99), Some(rcpu), Some(acpu)) =
-                            (relay.0, relay.1, relay.2, api_cpu)
-                        {
+                            self.median(scenario, who, top, "cpu_us_per_call"),
+                        ) {
                             ratio["relay_share_of_client_calls_per_s"] = json!(r.0 / c.0.max(1.0));
                             ratio["relay_p99_over_client_p99"] = json!(r99.0 / c99.0.max(1.0));
                             detail += &format!(
