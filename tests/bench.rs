@@ -75,6 +75,11 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                 for k in ["p50_us", "p99_us", "cpu_us_per_call"] {
                     assert!(r[k].is_number(), "{k}: {r}");
                 }
+                // The mean, which Little's law ties to calls/s (the TypeScript client's
+                // levels have none).
+                if client != "ts-sdk-v2" {
+                    assert!(r["mean_us"].as_f64().is_some_and(|m| m > 0.0), "{r}");
+                }
             }
             let ratio = doc["ratios"]
                 .as_array()
@@ -117,6 +122,22 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                         "relay_p99_over_client_p99",
                     ] {
                         assert!(share[k].is_number(), "{k}: {share}");
+                    }
+                    // Little's law at this level: the calls/s a p99 within 3x the client's
+                    // needs at the client's spread and at the HTTP floor's, the most a daemon
+                    // as cheap as the relay could make and the spread that allows, and the
+                    // measured mean times calls/s (the calls in flight).
+                    for k in [
+                        "little_needed_calls_per_s_at_floor_spread",
+                        "little_needed_calls_per_s_at_client_spread",
+                        "little_api_mean_times_calls_per_s",
+                        "little_most_calls_per_s_as_cheap_as_the_relay",
+                        "little_spread_that_most_allows",
+                    ] {
+                        assert!(share[k].is_number(), "{k}: {share}");
+                    }
+                    for k in ["client", "http_floor", "relay", "api"] {
+                        assert!(share["little_p99_over_mean"][k].is_number(), "{k}: {share}");
                     }
                 }
             }
@@ -265,8 +286,26 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
             .any(|t| t["target"].as_str().unwrap().ends_with(way))),
         "{fleets:?}"
     );
+    // The machine's own stops, read at the start and before the fleet, on every core.
+    for when in ["start", "scale"] {
+        let probes: Vec<_> = records
+            .iter()
+            .filter(|r| r["scenario"] == "machine_stalls" && r["when"] == when)
+            .collect();
+        assert!(!probes.is_empty(), "no machine_stalls at {when}");
+        for r in probes {
+            assert!(r["seconds"].as_f64().is_some_and(|s| s > 0.0), "{r}");
+            for k in ["gaps_over_1ms", "gaps_over_3ms"] {
+                assert!(r[k].is_u64(), "{k}: {r}");
+            }
+            for k in ["lost_ms", "max_gap_ms"] {
+                assert!(r[k].is_number(), "{k}: {r}");
+            }
+        }
+    }
     for fleet in fleets {
         let detail = fleet["detail"].as_str().unwrap();
+        assert!(detail.contains("stopped a core for over 3 ms"), "{fleet}");
         assert!(
             [
                 "albedo's client alone: p99",
@@ -309,6 +348,16 @@ fn a_quick_run_measures_everything_the_issue_names_and_writes_the_records() {
                 .iter()
                 .any(|t| t["target"].as_str().unwrap().contains(named)),
             "no target {named:?}"
+        );
+    }
+    // The p99 at 256 in flight says what Little's law asks of a daemon on this machine.
+    for who in ["albedo-daemon-api", "albedo-daemon-api-socket"] {
+        let name = format!("roundtrip_stdio c=256: {who} p99 <= 3x the client's");
+        let t = targets.iter().find(|t| t["target"] == name.as_str());
+        let t = t.unwrap_or_else(|| panic!("no target {name}"));
+        assert!(
+            t["detail"].as_str().unwrap().contains("by Little's law"),
+            "{t}"
         );
     }
 }

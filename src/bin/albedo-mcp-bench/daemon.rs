@@ -309,6 +309,7 @@ impl LoadResult {
             "calls_per_s": if self.elapsed_s > 0.0 { calls as f64 / self.elapsed_s } else { 0.0 },
             "p50_us": measure::pct(&self.lat, 0.5),
             "p99_us": measure::pct(&self.lat, 0.99),
+            "mean_us": measure::mean(&self.lat),
             "cpu_us_per_call": if calls > 0 { self.cpu_us as f64 / calls as f64 } else { 0.0 },
             "loadgen_cpu_us_per_call":
                 if calls > 0 { self.loadgen_cpu_us as f64 / calls as f64 } else { 0.0 },

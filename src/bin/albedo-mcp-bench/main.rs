@@ -13,7 +13,8 @@
 //! (deferred tools: the bytes advertised at open with 20 x 50 tools, search latency over
 //! 5,000 tools, ranking quality on `benches/tool-search-queries.json`; tool_search.rs),
 //! `instructions` (the daemon under callgrind: instructions and allocations per API call;
-//! instructions.rs; not in `--quick`). Each
+//! instructions.rs; not in `--quick`). Every run first reads how often the VM stops a vCPU
+//! (`machine_stalls`, stalls.rs), and again before the agent fleet. Each
 //! scenario has its file (roundtrip.rs, real.rs, python.rs, session.rs, large.rs, scale.rs);
 //! daemon.rs starts the daemon and drives its API; summary.rs reads the records into ratios and
 //! targets. This file holds the options, the run and the clients' steps.
@@ -45,6 +46,7 @@ mod scale;
 mod schedule;
 mod server;
 mod session;
+mod stalls;
 mod summary;
 mod tool_search;
 
@@ -286,6 +288,8 @@ const HTTP_FLOOR_SCENARIO: &str = "http_floor_load";
 const LOADGEN: &str = "loadgen";
 /// What a floor record's CPU is (the load generator's own is `loadgen_cpu_us_per_call`).
 const FLOOR_SERVER_CPU_NOTE: &str = "the bench HTTP server's CPU per call";
+/// The machine's own stops (`stalls.rs`): its scenario.
+const STALLS_SCENARIO: &str = "machine_stalls";
 /// The HTTP floor for one large answer (`large.rs`): its scenario.
 const LARGE_FLOOR_SCENARIO: &str = "large_http_floor";
 /// The agent fleet (`scale.rs`, its schedule in `schedule.rs`): the scenario through the API
@@ -372,6 +376,8 @@ impl Bench {
             machine()
         );
         self.prepare_clients();
+        // The machine as it is before any server starts (stalls.rs).
+        self.machine_stalls("start", self.stalls_length());
         if let Err(e) = self.start_http_server() {
             eprintln!("albedo-mcp-bench: {e}");
             return 1;
@@ -616,6 +622,10 @@ impl Bench {
                 "errors": l["errors"],
                 "connect_ms": out["connect_ms"],
             });
+            // The TypeScript client's levels have no mean; albedo's and rmcp's do.
+            if l["mean_us"].is_number() {
+                r["mean_us"] = l["mean_us"].clone();
+            }
             let bytes = l["result_bytes"].as_u64().unwrap_or(0);
             if bytes > 0 && elapsed > 0.0 && scenario.starts_with("large") {
                 r["mb_per_s"] = json!(bytes as f64 / elapsed / 1e6);

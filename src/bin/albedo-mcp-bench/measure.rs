@@ -59,6 +59,16 @@ pub fn pct(sorted: &[u32], p: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)] as u64
 }
 
+/// The mean of latencies in µs (0 for none). At a fixed number in flight it is what Little's
+/// law ties to the calls per second (mean = in flight / calls per second), which the summary
+/// reads against each p99.
+pub fn mean(lat: &[u32]) -> f64 {
+    if lat.is_empty() {
+        return 0.0;
+    }
+    lat.iter().map(|&v| v as f64).sum::<f64>() / lat.len() as f64
+}
+
 /// A latency in µs, as recorded.
 pub fn micros(since: Instant) -> u32 {
     since.elapsed().as_micros().min(u32::MAX as u128) as u32
@@ -270,6 +280,7 @@ pub fn record(
         "elapsed_s": elapsed_s,
         "p50_us": pct(&lat, 0.50),
         "p99_us": pct(&lat, 0.99),
+        "mean_us": mean(&lat),
         "cpu_us": cpu_us,
         "result_bytes": result_bytes,
     })

@@ -141,6 +141,17 @@ pub fn cpu_us_of(pid: i32) -> u64 {
     ticks * 1_000_000 / hz
 }
 
+/// The machine's steal time so far, all cores together, in ms: time the hypervisor ran
+/// something else while a vCPU had work (the `cpu` line of /proc/stat, its eighth value);
+/// `None` where the file does not say.
+pub fn steal_ms() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    let hz = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 * 1000.0 / hz)
+}
+
 /// A free TCP port on 127.0.0.1 (bound and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

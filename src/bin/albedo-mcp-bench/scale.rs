@@ -11,6 +11,8 @@ use crate::schedule::{PERIOD_MS, WINDOW_MS};
 impl Bench {
     pub(crate) fn scale(&mut self) {
         println!("\n== scale ==");
+        // The machine's stops in this hour, read beside the fleet's tail (stalls.rs).
+        self.machine_stalls("scale", self.stalls_length());
         // N idle HTTP connections, one session.
         let n = self.sizes.scale_http;
         let mut servers = Map::new();
@@ -224,6 +226,7 @@ impl Bench {
         let fleet = schedule::Fleet::new(Duration::from_millis(self.sizes.fleet_duration_ms));
         let sessions: Vec<_> = paths.iter().map(|p| (conn(), p)).collect();
         let mut slow_windows = 0;
+        let steal0 = procs::steal_ms();
         let r = self.rt.block_on(measured(pid, async {
             let run = fleet
                 .run(sessions, who, async |(conn, paths), i| {
@@ -242,6 +245,8 @@ impl Bench {
         let scenario = fleet_scenario(who);
         let mut rec = r.record(scenario, who, paths.len());
         merge(&mut rec, &self.fleet_fields(paths.len(), slow_windows));
+        // The machine's steal time during the fleet, all cores together.
+        rec["machine_steal_ms"] = json!(steal0.zip(procs::steal_ms()).map(|(a, b)| b - a));
         if who == LOADGEN {
             rec["cpu_note"] = json!(FLOOR_SERVER_CPU_NOTE);
         }

@@ -36,6 +36,92 @@ impl Bench {
         Some((bound, text))
     }
 
+    /// At `c` calls in flight from a closed loop (each connection sends its next call when its
+    /// last is answered), Little's law fixes the mean latency: mean = c / calls per second.
+    /// A p99 within `limit_us` then needs a mean within `limit_us / s`, where s is the path's
+    /// spread (its p99 over its mean), so at least `c * s / limit_us` calls per second: read
+    /// at the client's own spread and at the HTTP floor's under the same load. Against that,
+    /// the most calls per second a daemon as cheap as the relay could make with every core
+    /// busy and none idle: the cores over the CPU per call of the load generator, the relay
+    /// and the server (the client's whole call less the client's own CPU); it meets the
+    /// p99 only at a spread at most `limit_us * most / (c * 1e6)`. The figures for the ratio
+    /// and the words for the target's detail; none without the records.
+    fn little_bound(
+        &self,
+        scenario: &str,
+        who: &str,
+        c: u64,
+        limit_us: f64,
+    ) -> Option<(Value, String)> {
+        let spread = |scenario: &str, who: &str| -> Option<(f64, f64, f64)> {
+            let x = self.median(scenario, who, c, "calls_per_s")?.0.max(1e-9);
+            let p99 = self.median(scenario, who, c, "p99_us")?.0;
+            // Runs before `mean_us` was recorded: the mean Little's law gives.
+            let mean = self
+                .median(scenario, who, c, "mean_us")
+                .map_or(c as f64 * 1e6 / x, |m| m.0)
+                .max(1e-9);
+            Some((x, mean, p99 / mean))
+        };
+        let (c_x, _, c_spread) = spread(scenario, ALBEDO)?;
+        let (_, _, f_spread) = spread(HTTP_FLOOR_SCENARIO, LOADGEN)?;
+        let (_, _, r_spread) = spread(scenario, RELAY)?;
+        let (a_x, a_mean, a_spread) = spread(scenario, who)?;
+        let need = |s: f64| c as f64 * 1e6 * s / limit_us.max(1e-9);
+        let (need_c, need_f) = (need(c_spread), need(f_spread));
+        let cores = cores().max(1) as f64;
+        let gen = self.median(scenario, who, c, "loadgen_cpu_us_per_call")?.0;
+        let relay = self.median(scenario, RELAY, c, "cpu_us_per_call")?.0;
+        let client_own = self.median(scenario, ALBEDO, c, "cpu_us_per_call")?.0;
+        let server = (cores * 1e6 / c_x - client_own).max(0.0);
+        let most = cores * 1e6 / (gen + relay + server).max(1e-9);
+        let most_spread = limit_us * most / (c as f64 * 1e6);
+        let ratio = json!({
+            "little_api_mean_times_calls_per_s": a_mean * a_x / 1e6,
+            "little_p99_over_mean": {"client": c_spread, "http_floor": f_spread,
+                "relay": r_spread, "api": a_spread},
+            "little_needed_calls_per_s_at_client_spread": need_c,
+            "little_needed_calls_per_s_at_floor_spread": need_f,
+            "little_most_calls_per_s_as_cheap_as_the_relay": most,
+            "little_spread_that_most_allows": most_spread,
+        });
+        let text = format!(
+            "; by Little's law (mean = {c} / calls per s; {who}'s mean {a_mean:.0} us x \
+             {a_x:.0} calls/s = {:.0} in flight), a p99 within {limit_us:.0} us needs at least \
+             {need_c:.0} calls/s at the client's own p99/mean ({c_spread:.2}) and {need_f:.0} \
+             at the HTTP floor's ({f_spread:.2}); a daemon as cheap as the relay, both cores \
+             busy, makes at most {most:.0} (the load generator {gen:.1} + the relay {relay:.1} \
+             + the server {server:.1} us per call), which meets it only at a p99/mean of \
+             {most_spread:.2} or less (the relay's {r_spread:.2}, {who}'s {a_spread:.2})",
+            a_mean * a_x / 1e6,
+        );
+        Some((ratio, text))
+    }
+
+    /// What the probe of the machine's stops (stalls.rs) saw at `when`, summed over the
+    /// cores and the repeats, as words for a target's detail; none without a record.
+    fn stalls_text(&self, when: &str) -> String {
+        let recs: Vec<&Value> = self
+            .records
+            .iter()
+            .filter(|r| r["scenario"] == STALLS_SCENARIO && r["when"] == when)
+            .collect();
+        if recs.is_empty() {
+            return String::new();
+        }
+        let sum = |k: &str| recs.iter().filter_map(|r| r[k].as_f64()).sum::<f64>();
+        let longest = recs
+            .iter()
+            .filter_map(|r| r["max_gap_ms"].as_f64())
+            .fold(0.0, f64::max);
+        format!(
+            "; the machine, idle before the step, stopped a core for over 3 ms {:.0} times in \
+             {:.0} core-seconds (the longest {longest:.1} ms)",
+            sum("gaps_over_3ms"),
+            sum("seconds"),
+        )
+    }
+
     /// For 10 MiB over HTTP through TCP, the most a daemon can reach that holds the whole
     /// answer before it sends its own: two crossings, each at best the large-answer floor's
     /// (B/F), against the client's one (B/C): F / 2C. Words for the target's detail, or none
@@ -292,10 +378,22 @@ impl Bench {
                                 )
                             })
                             .unwrap_or_default();
+                        let little = match self.little_bound(scenario, who, top, 3.0 * c99.0) {
+                            Some((fields, text)) => {
+                                if let (Some(last), Some(fields)) = (
+                                    ratios.last_mut().and_then(Value::as_object_mut),
+                                    fields.as_object(),
+                                ) {
+                                    last.extend(fields.clone());
+                                }
+                                text
+                            }
+                            None => String::new(),
+                        };
                         target(
                             format!("{scenario} c={top}: {who} p99 <= 3x the client's"),
                             a99.0 <= 3.0 * c99.0,
-                            format!("{:.0} us vs {:.0} us{floor99}", a99.0, c99.0),
+                            format!("{:.0} us vs {:.0} us{floor99}{little}", a99.0, c99.0),
                         );
                     }
                 }
@@ -352,6 +450,11 @@ impl Bench {
                 Some(format!("; {what}: p99 {} us", r["p99_us"]))
             })
             .collect();
+            let steal = r["machine_steal_ms"]
+                .as_f64()
+                .map(|ms| format!("; the machine's steal time during it: {ms:.0} ms"))
+                .unwrap_or_default();
+            let beside = beside + &steal + &self.stalls_text("scale");
             target(
                 format!(
                     "fleet: {} sessions x 1 call / {} ms: API p99 < 5 ms, no error, {over}",
