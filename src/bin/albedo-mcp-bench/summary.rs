@@ -39,9 +39,9 @@ impl Bench {
     /// The two targets at `c` in flight read rep by rep: each rep's `who` against the same
     /// rep's client (the medians of a run pair figures from different reps, and this VM's
     /// hours move between reps). For each rep, `who`'s share of the client's calls/s and its
-    /// p99 over the client's; the words for the share's and the p99's details, and how many
-    /// reps met both. None with fewer than two reps.
-    fn by_rep(&self, scenario: &str, who: &str, c: u64) -> Option<(String, String, usize)> {
+    /// p99 over the client's; the words for the share's and the p99's details, how many reps
+    /// met both, and how many reps were read. None with fewer than two reps.
+    fn by_rep(&self, scenario: &str, who: &str, c: u64) -> Option<(String, String, usize, usize)> {
         let of = |client: &str, rep: u64| {
             self.records.iter().find(|r| {
                 r["scenario"] == scenario
@@ -79,6 +79,7 @@ impl Bench {
                 list(&|(_, p)| format!("{p:.1}x"))
             ),
             both,
+            reps.len(),
         ))
     }
 
@@ -394,8 +395,8 @@ impl Bench {
                         ) {
                             let relay_reps = self
                                 .by_rep(scenario, RELAY, top)
-                                .map(|(_, _, both)| {
-                                    format!(", both targets met in {both} of its reps")
+                                .map(|(_, _, both, n)| {
+                                    format!(", both targets met in {both} of its {n} reps")
                                 })
                                 .unwrap_or_default();
                             ratio["relay_share_of_client_calls_per_s"] = json!(r.0 / c.0.max(1.0));
@@ -412,7 +413,7 @@ impl Bench {
                             );
                         }
                         let (rep_share, rep_p99) = match self.by_rep(scenario, who, top) {
-                            Some((s, p, both)) => {
+                            Some((s, p, both, _)) => {
                                 ratio["reps_meeting_both_targets"] = json!(both);
                                 (s, p)
                             }
@@ -710,8 +711,8 @@ mod tests {
                 level(API_SOCKET, 2, 50_000.0, 10_000.0),
             ],
         );
-        let (share, p99, both) = b.by_rep("roundtrip_stdio", API_SOCKET, 256).unwrap();
-        assert_eq!(both, 1);
+        let (share, p99, both, n) = b.by_rep("roundtrip_stdio", API_SOCKET, 256).unwrap();
+        assert_eq!((both, n), (1, 3));
         assert!(share.contains("20%, 30%, 28%"), "{share}");
         assert!(p99.contains("4.5x, 2.8x, 3.3x"), "{p99}");
         assert!(p99.ends_with("both targets met in 1 of 3 reps"), "{p99}");
