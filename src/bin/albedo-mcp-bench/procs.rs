@@ -137,8 +137,12 @@ pub fn cpu_us_of(pid: i32) -> u64 {
     // Fields after the command: state is 3, utime 14, stime 15 (1-based in proc(5)).
     let ticks: u64 = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
         + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    let hz = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000 / hz
+    ticks * 1_000_000 / clock_ticks_per_s()
+}
+
+/// The kernel's clock ticks per second, the unit of /proc's CPU times.
+fn clock_ticks_per_s() -> u64 {
+    unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64
 }
 
 /// The machine's steal time so far, all cores together, in ms: time the hypervisor ran
@@ -148,8 +152,12 @@ pub fn steal_ms() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/stat").ok()?;
     let line = s.lines().find(|l| l.starts_with("cpu "))?;
     let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
-    let hz = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks as f64 * 1000.0 / hz)
+    Some(ticks as f64 * 1000.0 / clock_ticks_per_s() as f64)
+}
+
+/// The steal time since `start` (a [`steal_ms`] read earlier), in ms.
+pub fn steal_ms_since(start: Option<f64>) -> Option<f64> {
+    start.zip(steal_ms()).map(|(a, b)| b - a)
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released).

@@ -246,7 +246,7 @@ impl Bench {
         let mut rec = r.record(scenario, who, paths.len());
         merge(&mut rec, &self.fleet_fields(paths.len(), slow_windows));
         // The machine's steal time during the fleet, all cores together.
-        rec["machine_steal_ms"] = json!(steal0.zip(procs::steal_ms()).map(|(a, b)| b - a));
+        rec["machine_steal_ms"] = json!(procs::steal_ms_since(steal0));
         if who == LOADGEN {
             rec["cpu_note"] = json!(FLOOR_SERVER_CPU_NOTE);
         }

@@ -78,7 +78,7 @@ impl Bench {
             .collect();
         let joined: Vec<_> = threads.into_iter().filter_map(|t| t.join().ok()).collect();
         // What the hypervisor itself says it took meanwhile, all cores together.
-        let steal = steal0.zip(procs::steal_ms()).map(|(a, b)| b - a);
+        let steal = procs::steal_ms_since(steal0);
         if let Some(ms) = steal {
             println!("machine ({when}): {ms:.0} ms of steal time over the cores");
         }

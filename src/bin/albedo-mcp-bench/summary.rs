@@ -66,18 +66,17 @@ impl Bench {
             return None;
         }
         let both = reps.iter().filter(|(s, p)| *s >= 0.25 && *p <= 3.0).count();
-        let list =
-            |f: &dyn Fn(&(f64, f64)) -> String| reps.iter().map(f).collect::<Vec<_>>().join(", ");
-        let tail = format!("; both targets met in {both} of {} reps", reps.len());
+        let words = |each: &dyn Fn(&(f64, f64)) -> String| {
+            let list: Vec<String> = reps.iter().map(each).collect();
+            format!(
+                "; rep by rep, against that rep's client: {}; both targets met in {both} of {} reps",
+                list.join(", "),
+                reps.len()
+            )
+        };
         Some((
-            format!(
-                "; rep by rep, against that rep's client: {}{tail}",
-                list(&|(s, _)| format!("{:.0}%", s * 100.0))
-            ),
-            format!(
-                "; rep by rep, against that rep's client: {}{tail}",
-                list(&|(_, p)| format!("{p:.1}x"))
-            ),
+            words(&|(s, _)| format!("{:.0}%", s * 100.0)),
+            words(&|(_, p)| format!("{p:.1}x")),
             both,
             reps.len(),
         ))
@@ -419,6 +418,13 @@ impl Bench {
                             }
                             None => Default::default(),
                         };
+                        let little = match self.little_bound(scenario, who, top, 3.0 * c99.0) {
+                            Some((fields, text)) => {
+                                merge(&mut ratio, &fields);
+                                text
+                            }
+                            None => String::new(),
+                        };
                         ratios.push(ratio);
                         target(
                             format!("{scenario} c={top}: {who} >= 25% of the client's calls/s"),
@@ -438,18 +444,6 @@ impl Bench {
                                 )
                             })
                             .unwrap_or_default();
-                        let little = match self.little_bound(scenario, who, top, 3.0 * c99.0) {
-                            Some((fields, text)) => {
-                                if let (Some(last), Some(fields)) = (
-                                    ratios.last_mut().and_then(Value::as_object_mut),
-                                    fields.as_object(),
-                                ) {
-                                    last.extend(fields.clone());
-                                }
-                                text
-                            }
-                            None => String::new(),
-                        };
                         target(
                             format!("{scenario} c={top}: {who} p99 <= 3x the client's"),
                             a99.0 <= 3.0 * c99.0,
